@@ -1,0 +1,63 @@
+"""The loop IR: expressions, statements, blocks, buffers, functions and modules."""
+
+from compiler.ir.buffer import Buffer, decl_buffer
+from compiler.ir.expr import (
+    BufferLoad,
+    Call,
+    Cast,
+    FloatImm,
+    IntImm,
+    PrimExpr,
+    Range,
+    Select,
+    Var,
+    const,
+    convert,
+)
+from compiler.ir.function import IRModule, PrimFunc
+from compiler.ir.stmt import (
+    Allocate,
+    Block,
+    BlockRealize,
+    BufferRegion,
+    BufferStore,
+    Evaluate,
+    For,
+    ForKind,
+    IfThenElse,
+    IterKind,
+    IterVar,
+    SeqStmt,
+    Stmt,
+)
+
+__all__ = [
+    "Allocate",
+    "Block",
+    "BlockRealize",
+    "Buffer",
+    "BufferLoad",
+    "BufferRegion",
+    "BufferStore",
+    "Call",
+    "Cast",
+    "Evaluate",
+    "FloatImm",
+    "For",
+    "ForKind",
+    "IRModule",
+    "IfThenElse",
+    "IntImm",
+    "IterKind",
+    "IterVar",
+    "PrimExpr",
+    "PrimFunc",
+    "Range",
+    "Select",
+    "SeqStmt",
+    "Stmt",
+    "Var",
+    "const",
+    "convert",
+    "decl_buffer",
+]

@@ -1,0 +1,35 @@
+"""Pure schedule primitives: each takes a PrimFunc (and IR nodes) and returns a new
+PrimFunc, or raises ScheduleError and changes nothing."""
+
+from compiler.schedule.primitives.cache import cache_read, cache_write
+from compiler.schedule.primitives.common import block_names, child_block_names, loops_above
+from compiler.schedule.primitives.compute_location import compute_at, reverse_compute_at
+from compiler.schedule.primitives.inline import compute_inline, reverse_compute_inline
+from compiler.schedule.primitives.loops import annotate, fuse, reorder, set_loop_kind, split
+from compiler.schedule.primitives.reduction import decompose_reduction
+from compiler.schedule.primitives.sampling import (
+    sample_categorical,
+    sample_compute_location,
+    sample_perfect_tile,
+)
+
+__all__ = [
+    "annotate",
+    "block_names",
+    "cache_read",
+    "cache_write",
+    "child_block_names",
+    "compute_at",
+    "compute_inline",
+    "decompose_reduction",
+    "fuse",
+    "loops_above",
+    "reorder",
+    "reverse_compute_at",
+    "reverse_compute_inline",
+    "sample_categorical",
+    "sample_compute_location",
+    "sample_perfect_tile",
+    "set_loop_kind",
+    "split",
+]

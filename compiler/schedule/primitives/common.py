@@ -1,0 +1,76 @@
+"""Lookups and tree edits that the schedule primitives share."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from compiler.ir.analysis import ancestors_of
+from compiler.ir.expr import IntImm, PrimExpr
+from compiler.ir.function import PrimFunc
+from compiler.ir.node import Node, transform_pre, visit
+from compiler.ir.stmt import Block, BlockRealize, For
+
+
+def block_names(func: PrimFunc) -> list[str]:
+    """Names of every block but the root, in program order."""
+    names: list[str] = []
+
+    def collect(n: Node) -> None:
+        if isinstance(n, Block) and n.name != "root":
+            names.append(n.name)
+
+    visit(func.body, collect)
+    return names
+
+
+def loops_above(func: PrimFunc, block_name: str) -> list[For]:
+    """The loops enclosing a block, outermost first, up to the enclosing block."""
+    realize = _realize(func, block_name)
+    loops: list[For] = []
+    for node in ancestors_of(func.body, realize):
+        if isinstance(node, Block):
+            loops = []
+        elif isinstance(node, For):
+            loops.append(node)
+    return loops
+
+
+def child_block_names(node: Block | For) -> list[str]:
+    """The blocks directly under a block or loop (not inside a nested block)."""
+    names: list[str] = []
+    start = node.body
+
+    def collect(n: Node) -> bool | None:
+        if isinstance(n, BlockRealize):
+            names.append(n.block.name)
+            return False
+        return None
+
+    visit(start, collect)
+    return names
+
+
+def _realize(func: PrimFunc, block_name: str) -> BlockRealize:
+    found: list[BlockRealize] = []
+
+    def collect(n: Node) -> bool | None:
+        if isinstance(n, BlockRealize) and n.block.name == block_name:
+            found.append(n)
+            return False
+        return not found
+
+    visit(func.body, collect)
+    if not found:
+        raise LookupError(block_name)
+    return found[0]
+
+
+def replace_node(func: PrimFunc, old: Node, new: Node) -> PrimFunc:
+    """``func`` with the node ``old`` (by identity) replaced by ``new``."""
+    body = transform_pre(func.body, lambda n: new if n is old else None)
+    return dataclasses.replace(func, body=body)
+
+
+def const_int(e: PrimExpr) -> int | None:
+    """The value of an integer constant, or None for anything symbolic."""
+    return e.value if isinstance(e, IntImm) else None

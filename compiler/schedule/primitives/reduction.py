@@ -1,0 +1,5 @@
+"""decompose_reduction."""
+
+
+def decompose_reduction(func, block, loop):
+    raise NotImplementedError

@@ -1,0 +1,13 @@
+"""Sampling instructions."""
+
+
+def sample_perfect_tile(rng, loop, n, max_innermost_factor, decision):
+    raise NotImplementedError
+
+
+def sample_categorical(rng, candidates, probs, decision):
+    raise NotImplementedError
+
+
+def sample_compute_location(rng, func, block, decision):
+    raise NotImplementedError

@@ -1,0 +1,361 @@
+"""The Schedule: primitives over an IRModule, each recorded as a trace instruction.
+
+Each primitive here is a thin wrapper: it resolves handles to IR, calls a pure
+function in ``compiler.schedule.primitives`` that returns a new PrimFunc (or
+raises ``ScheduleError``), installs the result and hands out new handles. The
+``instruction`` decorator records the call and restores the previous module
+when the primitive raises, so an illegal move changes nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import random
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from compiler.ir.analysis import find_block_realize, find_loop
+from compiler.ir.expr import PrimExpr
+from compiler.ir.function import IRModule, PrimFunc
+from compiler.ir.stmt import Block, For, ForKind
+from compiler.schedule import primitives as P
+from compiler.schedule.errors import ScheduleError
+from compiler.schedule.handles import BlockRV, ExprRV, InlineLocation, LoopRV, RootLocation
+from compiler.schedule.trace import Instruction, Trace
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def instruction(method: F) -> F:
+    """Record a call of ``method`` in the trace; undo the module on ScheduleError."""
+    signature = inspect.signature(method)
+    var_positional = next(
+        (p.name for p in signature.parameters.values() if p.kind is p.VAR_POSITIONAL), None
+    )
+
+    @functools.wraps(method)
+    def run(self: Schedule, *args: Any, **kwargs: Any) -> Any:
+        if var_positional and var_positional in kwargs:
+            args = (*args, *kwargs.pop(var_positional))
+        bound = signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        inputs = {k: v for k, v in bound.arguments.items() if k not in ("self", "decision")}
+        if var_positional:
+            inputs[var_positional] = list(inputs[var_positional])
+        snapshot = (self._mod, self._rng.getstate())
+        self._decision = None
+        try:
+            result = method(self, *args, **kwargs)
+        except ScheduleError:
+            self._mod, rng_state = snapshot
+            self._rng.setstate(rng_state)
+            raise
+        outputs = tuple(result) if isinstance(result, (list, tuple)) else (
+            () if result is None else (result,)
+        )
+        self._trace.append(Instruction(method.__name__, inputs, outputs, self._decision))
+        return result
+
+    run.is_instruction = True  # type: ignore[attr-defined]
+    return run  # type: ignore[return-value]
+
+
+class Schedule:
+    """Schedules the functions of ``mod`` (an IRModule or a single PrimFunc).
+
+    ``seed`` makes the sampling instructions reproducible.
+    """
+
+    def __init__(self, mod: IRModule | PrimFunc, seed: int | None = None) -> None:
+        if isinstance(mod, PrimFunc):
+            mod = IRModule({"main": mod})
+        if not isinstance(mod, IRModule):
+            raise TypeError(f"Schedule takes an IRModule or a PrimFunc, not {type(mod).__name__}")
+        self._original = mod
+        self._mod = mod
+        self._trace = Trace()
+        self._rng = random.Random(seed)
+        self._decision: Any = None
+        self._func_name: str | None = "main" if "main" in mod else (
+            next(iter(mod)) if len(mod) == 1 else None
+        )
+
+    # state -------------------------------------------------------------------
+
+    @property
+    def mod(self) -> IRModule:
+        return self._mod
+
+    @property
+    def trace(self) -> Trace:
+        return self._trace.copy()
+
+    def copy(self) -> Schedule:
+        other = Schedule(self._original)
+        other._mod = self._mod
+        other._trace = self._trace.copy()
+        other._rng.setstate(self._rng.getstate())
+        other._func_name = self._func_name
+        return other
+
+    def seed(self, seed: int) -> None:
+        self._rng.seed(seed)
+
+    def work_on(self, func_name: str) -> None:
+        self._func(func_name)
+        self._func_name = func_name
+
+    def get(self, rv: BlockRV | LoopRV | ExprRV) -> Block | For | int:
+        """The IR node (or sampled value) a handle stands for."""
+        if isinstance(rv, ExprRV):
+            return rv.value
+        if isinstance(rv, BlockRV):
+            return self._block(rv)
+        return self._loop(rv)
+
+    def _func(self, func_name: str | None) -> PrimFunc:
+        if func_name is None:
+            raise ScheduleError(
+                f"the module has several functions {sorted(self._mod)}; name one with "
+                "func_name= or sch.work_on(name)"
+            )
+        if func_name not in self._mod:
+            raise ScheduleError(f"no function {func_name!r}; the module has {sorted(self._mod)}")
+        return self._mod[func_name]
+
+    def _install(self, func_name: str, func: PrimFunc) -> None:
+        self._mod = self._mod.with_function(func_name, func)
+
+    def _block(self, rv: BlockRV) -> Block:
+        if not isinstance(rv, BlockRV):
+            raise ScheduleError(f"expected a block handle (BlockRV), got {rv!r}")
+        realize = find_block_realize(self._func(rv.func_name).body, rv.name)
+        if realize is None:
+            raise ScheduleError(
+                f"block {rv.name!r} is no longer in function {rv.func_name!r} "
+                "(an earlier primitive such as compute_inline removed it)"
+            )
+        return realize.block
+
+    def _loop(self, rv: LoopRV) -> For:
+        if not isinstance(rv, LoopRV):
+            raise ScheduleError(f"expected a loop handle (LoopRV), got {rv!r}")
+        loop = find_loop(self._func(rv.func_name).body, rv.var)
+        if loop is None:
+            raise ScheduleError(
+                f"loop {rv.var.name!r} is no longer in function {rv.func_name!r} "
+                "(an earlier split or fuse replaced it); use the handles that primitive returned"
+            )
+        return loop
+
+    def _same_func(self, *rvs: BlockRV | LoopRV) -> str:
+        names = {rv.func_name for rv in rvs}
+        if len(names) != 1:
+            raise ScheduleError(f"handles {list(rvs)} belong to different functions {sorted(names)}")
+        return names.pop()
+
+    # lookups -----------------------------------------------------------------
+
+    @instruction
+    def get_block(self, name: str, func_name: str | None = None) -> BlockRV:
+        func_name = func_name or self._func_name
+        func = self._func(func_name)
+        if find_block_realize(func.body, name) is None:
+            raise ScheduleError(
+                f"no block named {name!r} in function {func_name!r}; it has {P.block_names(func)}"
+            )
+        return BlockRV(name, func_name)  # type: ignore[arg-type]
+
+    @instruction
+    def get_loops(self, block: BlockRV) -> list[LoopRV]:
+        self._block(block)
+        func = self._func(block.func_name)
+        return [LoopRV(loop.loop_var, block.func_name) for loop in P.loops_above(func, block.name)]
+
+    @instruction
+    def get_child_blocks(self, block_or_loop: BlockRV | LoopRV) -> list[BlockRV]:
+        node = self.get(block_or_loop)  # validates the handle
+        names = P.child_block_names(node)  # type: ignore[arg-type]
+        return [BlockRV(name, block_or_loop.func_name) for name in names]  # type: ignore[union-attr]
+
+    # loop transformations ----------------------------------------------------------
+
+    @instruction
+    def split(
+        self,
+        loop: LoopRV,
+        factors: Sequence[int | ExprRV | PrimExpr | None],
+        preserve_unit_iters: bool = True,
+    ) -> list[LoopRV]:
+        target = self._loop(loop)
+        values = [None if f is None else _factor_value(f, loop) for f in factors]
+        func, new_vars = P.split(self._func(loop.func_name), target, values)
+        self._install(loop.func_name, func)
+        return [LoopRV(v, loop.func_name) for v in new_vars]
+
+    @instruction
+    def fuse(self, *loops: LoopRV, preserve_unit_iters: bool = True) -> LoopRV:
+        if not loops:
+            raise ScheduleError("fuse needs at least one loop")
+        func_name = self._same_func(*loops)
+        targets = [self._loop(rv) for rv in loops]
+        func, fused = P.fuse(self._func(func_name), targets)
+        self._install(func_name, func)
+        return LoopRV(fused, func_name)
+
+    @instruction
+    def reorder(self, *ordered_loops: LoopRV) -> None:
+        if not ordered_loops:
+            raise ScheduleError("reorder needs at least one loop")
+        func_name = self._same_func(*ordered_loops)
+        targets = [self._loop(rv) for rv in ordered_loops]
+        self._install(func_name, P.reorder(self._func(func_name), targets))
+
+    def _set_kind(self, loop: LoopRV, kind: ForKind) -> None:
+        target = self._loop(loop)
+        self._install(loop.func_name, P.set_loop_kind(self._func(loop.func_name), target, kind))
+
+    @instruction
+    def parallel(self, loop: LoopRV) -> None:
+        self._set_kind(loop, ForKind.PARALLEL)
+
+    @instruction
+    def vectorize(self, loop: LoopRV) -> None:
+        self._set_kind(loop, ForKind.VECTORIZED)
+
+    @instruction
+    def unroll(self, loop: LoopRV) -> None:
+        self._set_kind(loop, ForKind.UNROLLED)
+
+    @instruction
+    def annotate(self, block_or_loop: BlockRV | LoopRV, ann_key: str, ann_val: Any) -> None:
+        node = self.get(block_or_loop)
+        func_name = block_or_loop.func_name  # type: ignore[union-attr]
+        func = P.annotate(self._func(func_name), node, ann_key, ann_val)  # type: ignore[arg-type]
+        self._install(func_name, func)
+
+    # compute location ----------------------------------------------------------------
+
+    @instruction
+    def compute_at(
+        self,
+        block: BlockRV,
+        loop: LoopRV | RootLocation | InlineLocation,
+        preserve_unit_loops: bool = False,
+    ) -> None:
+        if isinstance(loop, RootLocation):
+            return
+        if isinstance(loop, InlineLocation):
+            self._install(block.func_name, P.compute_inline(self._func(block.func_name), self._block(block)))
+            return
+        func_name = self._same_func(block, loop)
+        func = P.compute_at(
+            self._func(func_name), self._block(block), self._loop(loop), preserve_unit_loops
+        )
+        self._install(func_name, func)
+
+    @instruction
+    def reverse_compute_at(
+        self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool = False
+    ) -> None:
+        func_name = self._same_func(block, loop)
+        func = P.reverse_compute_at(
+            self._func(func_name), self._block(block), self._loop(loop), preserve_unit_loops
+        )
+        self._install(func_name, func)
+
+    @instruction
+    def compute_inline(self, block: BlockRV) -> None:
+        self._install(block.func_name, P.compute_inline(self._func(block.func_name), self._block(block)))
+
+    @instruction
+    def reverse_compute_inline(self, block: BlockRV) -> None:
+        func = P.reverse_compute_inline(self._func(block.func_name), self._block(block))
+        self._install(block.func_name, func)
+
+    # caches and reductions -------------------------------------------------------
+
+    @instruction
+    def cache_read(
+        self, block: BlockRV, read_buffer_index: int, storage_scope: str = "global"
+    ) -> BlockRV:
+        func, name = P.cache_read(
+            self._func(block.func_name), self._block(block), read_buffer_index, storage_scope
+        )
+        self._install(block.func_name, func)
+        return BlockRV(name, block.func_name)
+
+    @instruction
+    def cache_write(
+        self, block: BlockRV, write_buffer_index: int, storage_scope: str = "global"
+    ) -> BlockRV:
+        func, name = P.cache_write(
+            self._func(block.func_name), self._block(block), write_buffer_index, storage_scope
+        )
+        self._install(block.func_name, func)
+        return BlockRV(name, block.func_name)
+
+    @instruction
+    def decompose_reduction(self, block: BlockRV, loop: LoopRV) -> BlockRV:
+        func_name = self._same_func(block, loop)
+        func, name = P.decompose_reduction(
+            self._func(func_name), self._block(block), self._loop(loop)
+        )
+        self._install(func_name, func)
+        return BlockRV(name, func_name)
+
+    # sampling -------------------------------------------------------------------
+
+    @instruction
+    def sample_perfect_tile(
+        self,
+        loop: LoopRV,
+        n: int,
+        max_innermost_factor: int = 16,
+        decision: Sequence[int] | None = None,
+    ) -> list[ExprRV]:
+        target = self._loop(loop)
+        chosen = P.sample_perfect_tile(
+            self._rng, target, n, max_innermost_factor, None if decision is None else list(decision)
+        )
+        self._decision = chosen
+        return [ExprRV(v) for v in chosen]
+
+    @instruction
+    def sample_categorical(
+        self,
+        candidates: Sequence[int],
+        probs: Sequence[float],
+        decision: int | None = None,
+    ) -> ExprRV:
+        index = P.sample_categorical(self._rng, list(candidates), list(probs), decision)
+        self._decision = index
+        return ExprRV(int(candidates[index]))
+
+    @instruction
+    def sample_compute_location(
+        self, block: BlockRV, decision: int | None = None
+    ) -> LoopRV | RootLocation | InlineLocation:
+        """A loop to compute ``block`` at; decision -1 is the root, -2 is inline,
+        k >= 0 the k-th legal loop (outermost first)."""
+        func = self._func(block.func_name)
+        index, loop = P.sample_compute_location(self._rng, func, self._block(block), decision)
+        self._decision = index
+        if index == -1:
+            return RootLocation()
+        if index == -2:
+            return InlineLocation()
+        return LoopRV(loop.loop_var, block.func_name)  # type: ignore[union-attr]
+
+
+def _factor_value(factor: int | ExprRV | PrimExpr, loop: LoopRV) -> int:
+    try:
+        value = int(factor)  # type: ignore[arg-type]
+    except TypeError:
+        raise ScheduleError(
+            f"split of loop {loop.var.name!r}: factor {factor!r} is not an integer"
+        ) from None
+    if value <= 0:
+        raise ScheduleError(f"split of loop {loop.var.name!r}: factor {value} must be positive")
+    return value

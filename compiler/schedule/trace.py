@@ -1,0 +1,268 @@
+"""Traces: the recorded list of schedule instructions, as data.
+
+A trace prints as the Python calls that rebuild the schedule, converts to and
+from JSON, and replays on a fresh Schedule of the same workload. Sampling
+instructions carry their decision; replaying with other decisions (a tuner's
+mutation) gives a neighbouring schedule.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from compiler.schedule.errors import ScheduleError
+from compiler.schedule.handles import BlockRV, ExprRV, InlineLocation, LoopRV, RootLocation
+
+if TYPE_CHECKING:
+    from compiler.schedule.schedule import Schedule
+
+TRACE_FORMAT_VERSION = 1
+
+SAMPLING_KINDS = ("sample_perfect_tile", "sample_categorical", "sample_compute_location")
+
+_RV_PREFIX = {BlockRV: "b", LoopRV: "l", ExprRV: "v", RootLocation: "root", InlineLocation: "inl"}
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """One schedule call: its kind (the Schedule method name), its keyword inputs
+    (random variables among them), its outputs, and for sampling its decision."""
+
+    kind: str
+    inputs: dict[str, Any]
+    outputs: tuple[Any, ...]
+    decision: Any = None
+
+
+class Trace:
+    def __init__(self, instructions: list[Instruction] | None = None) -> None:
+        self.instructions: list[Instruction] = list(instructions or [])
+
+    def append(self, instruction: Instruction) -> None:
+        self.instructions.append(instruction)
+
+    def copy(self) -> Trace:
+        return Trace(self.instructions)
+
+    def __len__(self) -> int:
+        return len(self.instructions)
+
+    @property
+    def decisions(self) -> dict[int, Any]:
+        """Decisions of the sampling instructions, by instruction index."""
+        return {
+            i: inst.decision
+            for i, inst in enumerate(self.instructions)
+            if inst.kind in SAMPLING_KINDS
+        }
+
+    def with_decision(self, index: int, decision: Any) -> Trace:
+        inst = self.instructions[index]
+        if inst.kind not in SAMPLING_KINDS:
+            raise ScheduleError(f"instruction {index} ({inst.kind}) is not a sampling instruction")
+        changed = list(self.instructions)
+        changed[index] = dataclasses.replace(inst, decision=decision)
+        return Trace(changed)
+
+    # replay --------------------------------------------------------------------
+
+    def apply_to_schedule(
+        self, sch: Schedule, decisions: Mapping[int, Any] | None = None
+    ) -> None:
+        """Replay every instruction on ``sch``; ``decisions`` overrides sampled ones
+        by instruction index. Raises ``ScheduleError`` if a step is illegal there."""
+        decisions = decisions or {}
+        rv_map: dict[int, Any] = {}
+        for index, inst in enumerate(self.instructions):
+            inputs = {k: _map_rvs(v, rv_map) for k, v in inst.inputs.items()}
+            if inst.kind in SAMPLING_KINDS:
+                inputs["decision"] = decisions.get(index, inst.decision)
+            method = getattr(sch, inst.kind, None)
+            if method is None or not getattr(method, "is_instruction", False):
+                raise ScheduleError(f"trace instruction {index} has unknown kind {inst.kind!r}")
+            result = method(**inputs)
+            new_outputs = _as_outputs(result)
+            if len(new_outputs) != len(inst.outputs):
+                raise ScheduleError(
+                    f"trace instruction {index} ({inst.kind}) gave {len(new_outputs)} outputs "
+                    f"on replay, the trace recorded {len(inst.outputs)}"
+                )
+            for old, new in zip(inst.outputs, new_outputs, strict=True):
+                rv_map[id(old)] = new
+
+    # text and JSON ---------------------------------------------------------------
+
+    def as_python(self) -> list[str]:
+        names = _RvNames()
+        lines = []
+        for inst in self.instructions:
+            args = [f"{k}={_python_value(v, names)}" for k, v in inst.inputs.items()]
+            if inst.kind in SAMPLING_KINDS:
+                args.append(f"decision={_python_value(inst.decision, names)}")
+            call = f"sch.{inst.kind}({', '.join(args)})"
+            outs = [names.define(o) for o in inst.outputs]
+            lines.append(f"{', '.join(outs)} = {call}" if outs else call)
+        return lines
+
+    def __str__(self) -> str:
+        return "# from compiler import Schedule\n" + "\n".join(self.as_python())
+
+    __repr__ = __str__
+
+    def as_json(self) -> dict[str, Any]:
+        names = _RvNames()
+        insts = []
+        for inst in self.instructions:
+            entry: dict[str, Any] = {
+                "kind": inst.kind,
+                "inputs": {k: _json_value(v, names) for k, v in inst.inputs.items()},
+                "outputs": [names.define(o) for o in inst.outputs],
+            }
+            if inst.kind in SAMPLING_KINDS:
+                entry["decision"] = _json_value(inst.decision, names)
+            insts.append(entry)
+        return {"version": TRACE_FORMAT_VERSION, "instructions": insts}
+
+    def to_json_string(self) -> str:
+        return json.dumps(self.as_json(), sort_keys=True, separators=(",", ":"))
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any] | str) -> Trace:
+        """Rebuild a trace from ``as_json`` output; raises ``ScheduleError`` on a
+        malformed document."""
+        if isinstance(data, str):
+            try:
+                data = json.loads(data)
+            except json.JSONDecodeError as err:
+                raise ScheduleError(f"trace JSON does not parse: {err}") from None
+        if not isinstance(data, Mapping) or data.get("version") != TRACE_FORMAT_VERSION:
+            raise ScheduleError(
+                f"trace JSON must be an object with version {TRACE_FORMAT_VERSION}"
+            )
+        raw = data.get("instructions")
+        if not isinstance(raw, list):
+            raise ScheduleError("trace JSON needs an 'instructions' list")
+        rvs: dict[str, Any] = {}
+        insts = []
+        for index, entry in enumerate(raw):
+            insts.append(_instruction_from_json(index, entry, rvs))
+        return Trace(insts)
+
+
+def _as_outputs(result: Any) -> tuple[Any, ...]:
+    if result is None:
+        return ()
+    if isinstance(result, (list, tuple)):
+        return tuple(result)
+    return (result,)
+
+
+def _map_rvs(value: Any, rv_map: dict[int, Any]) -> Any:
+    if isinstance(value, (BlockRV, LoopRV, ExprRV, RootLocation, InlineLocation)):
+        if id(value) not in rv_map:
+            raise ScheduleError(f"trace uses {value!r} before an instruction defines it")
+        return rv_map[id(value)]
+    if isinstance(value, (list, tuple)):
+        return type(value)(_map_rvs(v, rv_map) for v in value)
+    return value
+
+
+class _RvNames:
+    def __init__(self) -> None:
+        self._names: dict[int, str] = {}
+
+    def define(self, rv: Any) -> str:
+        prefix = _RV_PREFIX[type(rv)]
+        name = f"{prefix}{len(self._names)}"
+        self._names[id(rv)] = name
+        return name
+
+    def name(self, rv: Any) -> str:
+        return self._names[id(rv)]
+
+    def knows(self, value: Any) -> bool:
+        return id(value) in self._names
+
+
+def _python_value(value: Any, names: _RvNames) -> str:
+    if names.knows(value):
+        return names.name(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_python_value(v, names) for v in value) + "]"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_python_value(v, names) for v in value) + ",)"
+    return repr(value)
+
+
+def _json_value(value: Any, names: _RvNames) -> Any:
+    if names.knows(value):
+        return {"rv": names.name(value)}
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v, names) for v in value]
+    if isinstance(value, Mapping):
+        return {"dict": {str(k): _json_value(v, names) for k, v in value.items()}}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise ScheduleError(f"cannot store {value!r} ({type(value).__name__}) in a trace")
+
+
+def _value_from_json(value: Any, rvs: dict[str, Any], where: str) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {"rv"}:
+            name = value["rv"]
+            if name not in rvs:
+                raise ScheduleError(f"{where}: random variable {name!r} is used before defined")
+            return rvs[name]
+        if set(value) == {"dict"} and isinstance(value["dict"], dict):
+            return {k: _value_from_json(v, rvs, where) for k, v in value["dict"].items()}
+        raise ScheduleError(f"{where}: unexpected object {value!r}")
+    if isinstance(value, list):
+        return [_value_from_json(v, rvs, where) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise ScheduleError(f"{where}: unexpected value {value!r}")
+
+
+_PLACEHOLDER_TYPES = {"b": BlockRV, "l": LoopRV, "v": ExprRV, "root": RootLocation, "inl": InlineLocation}
+
+
+def _placeholder(name: str, where: str) -> Any:
+    """A stand-in object for a trace output; replay maps it to the real handle."""
+    prefix = name.rstrip("0123456789")
+    kind = _PLACEHOLDER_TYPES.get(prefix)
+    if kind is None:
+        raise ScheduleError(f"{where}: output name {name!r} has an unknown prefix")
+    if kind is BlockRV:
+        return BlockRV("?", "?")
+    if kind is LoopRV:
+        from compiler.ir.expr import Var
+
+        return LoopRV(Var(name), "?")
+    if kind is ExprRV:
+        return ExprRV(-1)
+    return kind()
+
+
+def _instruction_from_json(index: int, entry: Any, rvs: dict[str, Any]) -> Instruction:
+    where = f"trace instruction {index}"
+    if not isinstance(entry, Mapping):
+        raise ScheduleError(f"{where} is not an object")
+    kind = entry.get("kind")
+    inputs = entry.get("inputs")
+    outputs = entry.get("outputs")
+    if not isinstance(kind, str) or not isinstance(inputs, Mapping) or not isinstance(outputs, list):
+        raise ScheduleError(f"{where} needs 'kind' (string), 'inputs' (object), 'outputs' (list)")
+    decoded_inputs = {str(k): _value_from_json(v, rvs, where) for k, v in inputs.items()}
+    decision = _value_from_json(entry.get("decision"), rvs, where)
+    decoded_outputs = []
+    for name in outputs:
+        if not isinstance(name, str):
+            raise ScheduleError(f"{where}: output names must be strings")
+        rv = _placeholder(name, where)
+        rvs[name] = rv
+        decoded_outputs.append(rv)
+    return Instruction(kind, decoded_inputs, tuple(decoded_outputs), decision)

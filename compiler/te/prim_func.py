@@ -1,0 +1,144 @@
+"""``te.create_prim_func``: tensor expressions to a PrimFunc with one block per compute."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from compiler.ir import expr as E
+from compiler.ir.analysis import substitute
+from compiler.ir.buffer import Buffer
+from compiler.ir.expr import PrimExpr, Var
+from compiler.ir.function import PrimFunc
+from compiler.ir.node import Node, transform
+from compiler.ir.stmt import (
+    Block,
+    BlockRealize,
+    BufferStore,
+    For,
+    ForKind,
+    IterVar,
+    Stmt,
+    seq,
+    true_predicate,
+)
+from compiler.te.operation import reduce_identity
+from compiler.te.tensor import ComputeOp, PlaceholderOp, ProducerLoad, Reduce, Tensor, TensorError
+
+_COMBINERS = {"sum": E.Add, "max": E.Max, "min": E.Min}
+
+
+def create_prim_func(tensors: Sequence[Tensor]) -> PrimFunc:
+    """A PrimFunc whose parameters are exactly ``tensors``, in order.
+
+    Every placeholder the outputs read must be among ``tensors``; computed
+    tensors that are not listed become internal buffers of the root block.
+    """
+    tensors = list(tensors)
+    ops = _topological_order(tensors)
+    names = _UniqueNames()
+    buffers: dict[int, Buffer] = {}
+    for op in ops:
+        buffers[id(op)] = Buffer(names.buffer(op.name), op.shape, op.dtype)
+    param_ops = {id(t.op) for t in tensors}
+    for op in ops:
+        if isinstance(op, PlaceholderOp) and id(op) not in param_ops:
+            raise TensorError(
+                f"placeholder {op.name!r} is read but not among the arguments; "
+                "pass it to create_prim_func"
+            )
+    nests = [
+        _loop_nest(op, buffers, names) for op in ops if isinstance(op, ComputeOp)
+    ]
+    internal = tuple(
+        buffers[id(op)] for op in ops if isinstance(op, ComputeOp) and id(op) not in param_ops
+    )
+    root = Block("root", (), seq(*nests), alloc_buffers=internal)
+    params = tuple(buffers[id(t.op)] for t in tensors)
+    return PrimFunc(params, BlockRealize((), true_predicate(), root), {"global_symbol": "main"})
+
+
+class _UniqueNames:
+    def __init__(self) -> None:
+        self._blocks: set[str] = set()
+        self._buffers: set[str] = set()
+
+    @staticmethod
+    def _fresh(name: str, taken: set[str]) -> str:
+        candidate, n = name, 1
+        while candidate in taken:
+            candidate = f"{name}_{n}"
+            n += 1
+        taken.add(candidate)
+        return candidate
+
+    def block(self, name: str) -> str:
+        return self._fresh(name, self._blocks)
+
+    def buffer(self, name: str) -> str:
+        return self._fresh(name, self._buffers)
+
+
+def _topological_order(outputs: list[Tensor]) -> list[PlaceholderOp | ComputeOp]:
+    order: list[PlaceholderOp | ComputeOp] = []
+    seen: set[int] = set()
+
+    def visit_op(op: PlaceholderOp | ComputeOp) -> None:
+        if id(op) in seen:
+            return
+        seen.add(id(op))
+        for t in op.input_tensors:
+            visit_op(t.op)  # type: ignore[arg-type]
+        order.append(op)
+
+    for t in outputs:
+        if not isinstance(t, Tensor):
+            raise TensorError(f"create_prim_func takes tensors, got {type(t).__name__}")
+        visit_op(t.op)  # type: ignore[arg-type]
+    return order
+
+
+def _to_buffer_loads(e: PrimExpr, buffers: dict[int, Buffer]) -> PrimExpr:
+    def convert_load(n: Node) -> Node | None:
+        if isinstance(n, ProducerLoad):
+            return E.BufferLoad(buffers[id(n.tensor.op)], n.indices)
+        return None
+
+    return transform(e, convert_load)
+
+
+def _loop_nest(op: ComputeOp, buffers: dict[int, Buffer], names: _UniqueNames) -> Stmt:
+    """for i, j, k: block(v_i = i, v_j = j, v_k = k): out[v_i, v_j] (+)= body."""
+    axes = list(op.axis) + list(op.reduce_axis)
+    block_vars = [IterVar(Var("v_" + iv.var.name, iv.var.dtype), iv.dom, iv.kind) for iv in axes]
+    to_block_var: dict[Var, PrimExpr] = {iv.var: bv.var for iv, bv in zip(axes, block_vars, strict=True)}
+    out = buffers[id(op)]
+    indices = tuple(bv.var for bv in block_vars[: len(op.axis)])
+    body_expr = _to_buffer_loads(substitute(op.body, to_block_var), buffers)
+    init: Stmt | None = None
+    if isinstance(body_expr, Reduce):
+        reduce = body_expr
+        combine = _COMBINERS[reduce.combiner]
+        start = reduce.init if reduce.init is not None else reduce_identity(reduce.combiner, op.dtype)
+        init = BufferStore(out, start, indices)
+        current = E.BufferLoad(out, indices)
+        value: PrimExpr = combine(current, reduce.source)
+        if reduce.condition is not None:
+            value = E.Select(reduce.condition, value, current)
+        body: Stmt = BufferStore(out, value, indices)
+    else:
+        body = BufferStore(out, body_expr, indices)
+    loops = [Var(iv.var.name, iv.var.dtype) for iv in axes]
+    bindings = tuple(
+        lv if _is_zero(bv.dom.min) else lv + bv.dom.min
+        for lv, bv in zip(loops, block_vars, strict=True)
+    )
+    block = Block(names.block(op.name), tuple(block_vars), body, init, annotations=dict(op.attrs))
+    stmt: Stmt = BlockRealize(bindings, true_predicate(), block)
+    for lv, bv in reversed(list(zip(loops, block_vars, strict=True))):
+        stmt = For(lv, E.const(0, lv.dtype), bv.dom.extent, ForKind.SERIAL, stmt)
+    return stmt
+
+
+def _is_zero(e: PrimExpr) -> bool:
+    return isinstance(e, E.IntImm) and e.value == 0
+
