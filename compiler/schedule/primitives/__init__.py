@@ -3,15 +3,15 @@ PrimFunc, or raises ScheduleError and changes nothing."""
 
 from compiler.schedule.primitives.cache import cache_read, cache_write
 from compiler.schedule.primitives.common import block_names, child_block_names, loops_above
-from compiler.schedule.primitives.compute_location import compute_at, reverse_compute_at
+from compiler.schedule.primitives.compute_location import (
+    compute_at,
+    reverse_compute_at,
+    sample_compute_location,
+)
 from compiler.schedule.primitives.inline import compute_inline, reverse_compute_inline
 from compiler.schedule.primitives.loops import annotate, fuse, reorder, set_loop_kind, split
 from compiler.schedule.primitives.reduction import decompose_reduction
-from compiler.schedule.primitives.sampling import (
-    sample_categorical,
-    sample_compute_location,
-    sample_perfect_tile,
-)
+from compiler.schedule.primitives.sampling import sample_categorical, sample_perfect_tile
 
 __all__ = [
     "annotate",

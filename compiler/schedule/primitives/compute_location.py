@@ -7,3 +7,7 @@ def compute_at(func, block, loop, preserve_unit_loops):
 
 def reverse_compute_at(func, block, loop, preserve_unit_loops):
     raise NotImplementedError
+
+
+def sample_compute_location(rng, func, block, decision):
+    raise NotImplementedError

@@ -7,7 +7,3 @@ def sample_perfect_tile(rng, loop, n, max_innermost_factor, decision):
 
 def sample_categorical(rng, candidates, probs, decision):
     raise NotImplementedError
-
-
-def sample_compute_location(rng, func, block, decision):
-    raise NotImplementedError
