@@ -15,6 +15,7 @@ from compiler.ir.expr import (
     convert,
 )
 from compiler.ir.function import IRModule, PrimFunc
+from compiler.ir.serialize import IRFormatError, from_json, to_json, to_json_string
 from compiler.ir.stmt import (
     Allocate,
     Block,
@@ -30,6 +31,7 @@ from compiler.ir.stmt import (
     SeqStmt,
     Stmt,
 )
+from compiler.ir.structural import structural_equal, structural_hash
 
 __all__ = [
     "Allocate",
@@ -45,6 +47,7 @@ __all__ = [
     "FloatImm",
     "For",
     "ForKind",
+    "IRFormatError",
     "IRModule",
     "IfThenElse",
     "IntImm",
@@ -60,4 +63,9 @@ __all__ = [
     "const",
     "convert",
     "decl_buffer",
+    "from_json",
+    "structural_equal",
+    "structural_hash",
+    "to_json",
+    "to_json_string",
 ]

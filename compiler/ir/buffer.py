@@ -39,7 +39,9 @@ class Buffer(Node):
     __repr__ = __str__
 
 
-def decl_buffer(shape: Any, dtype: str = "float32", name: str = "buf", scope: str = "global") -> Buffer:
+def decl_buffer(
+    shape: Any, dtype: str = "float32", name: str = "buf", scope: str = "global"
+) -> Buffer:
     if isinstance(shape, (int, PrimExpr)):
         shape = (shape,)
     return Buffer(name, tuple(convert(s) for s in shape), dtype, scope)

@@ -24,6 +24,7 @@ from compiler.ir.stmt import (
     SeqStmt,
     Stmt,
 )
+from compiler.ir.structural import structural_equal
 
 _PRECEDENCE = {
     E.Or: 1,
@@ -52,7 +53,12 @@ _FOR_KIND_NAMES = {
 
 
 class _Names:
-    """Unique display names for variables and buffers, by identity."""
+    """Unique display names for variables and buffers, by identity.
+
+    Loop and block variables and block-allocated buffers give their names back when
+    their scope ends, so sibling loop nests print as ``i, j`` each time, as in
+    TVMScript, while names that are live at the same time never clash.
+    """
 
     def __init__(self) -> None:
         self._by_id: dict[int, str] = {}
@@ -70,11 +76,19 @@ class _Names:
             self._by_id[key] = candidate
         return self._by_id[key]
 
+    def release(self, objs: list[E.Var | Buffer]) -> None:
+        """End the scope of ``objs``: their names may be used again."""
+        for obj in objs:
+            name = self._by_id.pop(id(obj), None)
+            if name is not None:
+                self._taken.discard(name)
+
 
 class _Printer:
     def __init__(self) -> None:
         self.names = _Names()
         self.lines: list[str] = []
+        self.loops: list[For] = []
 
     # expressions -------------------------------------------------------------
 
@@ -99,13 +113,16 @@ class _Printer:
             parts = (e.condition, e.true_value, e.false_value)
             return f"T.if_then_else({', '.join(self.expr(p) for p in parts)})"
         if isinstance(e, E.Cast):
-            return f"T.Cast(\"{e.dtype}\", {self.expr(e.value)})"
+            return f'T.Cast("{e.dtype}", {self.expr(e.value)})'
         if isinstance(e, E.Call):
             return f"T.{e.op}({', '.join(self.expr(a) for a in e.args)})"
         if isinstance(e, E.BufferLoad):
             return f"{self.names(e.buffer)}[{self.indices(e.indices)}]"
         if isinstance(e, E.Range):
             return f"{self.expr(e.min)}:{self.expr(e.min + e.extent)}"
+        script = getattr(e, "script_with", None)
+        if script is not None:
+            return str(script(self.expr))
         raise TypeError(f"cannot print {type(e).__name__}")
 
     def indices(self, indices: tuple[E.PrimExpr, ...]) -> str:
@@ -115,9 +132,9 @@ class _Printer:
         dims = ", ".join(self.expr(d) for d in buffer.shape)
         return f"({dims},)" if len(buffer.shape) == 1 else f"({dims})"
 
-    def buffer_decl(self, buffer: Buffer) -> str:
+    def buffer_decl(self, buffer: Buffer, maker: str = "T.Buffer") -> str:
         scope = "" if buffer.scope == "global" else f', scope="{buffer.scope}"'
-        return f'T.Buffer({self.shape(buffer)}, "{buffer.dtype}"{scope})'
+        return f'{maker}({self.shape(buffer)}, "{buffer.dtype}"{scope})'
 
     def region(self, region: BufferRegion) -> str:
         parts = []
@@ -153,16 +170,26 @@ class _Printer:
         elif isinstance(s, Evaluate):
             self.emit(depth, f"T.evaluate({self.expr(s.value)})")
         elif isinstance(s, Allocate):
-            decl = self.buffer_decl(s.buffer).replace("T.Buffer", "T.allocate", 1)
+            decl = self.buffer_decl(s.buffer, "T.allocate")
             self.emit(depth, f"{self.names(s.buffer)} = {decl}")
             self.stmt(s.body, depth)
+            self.names.release([s.buffer])
         else:
             raise TypeError(f"cannot print {type(s).__name__}")
 
     def for_loop(self, loop: For, depth: int) -> None:
+        grid = _grid(loop)
+        if len(grid) > 1:
+            names = ", ".join(self.names(g.loop_var) for g in grid)
+            extents = ", ".join(self.expr(g.extent) for g in grid)
+            self.emit(depth, f"for {names} in T.grid({extents}):")
+            self.loops.extend(grid)
+            self.stmt(grid[-1].body, depth + 1)
+            del self.loops[-len(grid) :]
+            self.names.release([g.loop_var for g in grid])
+            return
         kind = _FOR_KIND_NAMES[loop.kind]
-        is_zero_min = isinstance(loop.min, E.IntImm) and loop.min.value == 0
-        if is_zero_min:
+        if _is_zero(loop.min):
             bounds = self.expr(loop.extent)
         else:
             bounds = f"{self.expr(loop.min)}, {self.expr(loop.min + loop.extent)}"
@@ -173,7 +200,10 @@ class _Printer:
             extras.append(f"annotations={loop.annotations!r}")
         tail = "".join(", " + x for x in extras)
         self.emit(depth, f"for {self.names(loop.loop_var)} in {kind}({bounds}{tail}):")
+        self.loops.append(loop)
         self.stmt(loop.body, depth + 1)
+        self.loops.pop()
+        self.names.release([loop.loop_var])
 
     def block_realize(self, realize: BlockRealize, depth: int) -> None:
         block = realize.block
@@ -183,30 +213,84 @@ class _Printer:
             return
         self.emit(depth, f'with T.block("{block.name}"):')
         inner = depth + 1
-        for iv, value in zip(block.iter_vars, realize.iter_values, strict=True):
-            kind = "spatial" if iv.kind is IterKind.SPATIAL else "reduce"
-            dom = self.expr(iv.dom.extent)
-            is_zero_min = isinstance(iv.dom.min, E.IntImm) and iv.dom.min.value == 0
-            if not is_zero_min:
-                dom = f"({self.expr(iv.dom.min)}, {self.expr(iv.dom.min + iv.dom.extent)})"
-            line = f"{self.names(iv.var)} = T.axis.{kind}({dom}, {self.expr(value)})"
-            self.emit(inner, line)
+        self.block_vars(realize, inner)
         if not (isinstance(realize.predicate, E.IntImm) and realize.predicate.value):
             self.emit(inner, f"T.where({self.expr(realize.predicate)})")
         reads, writes = block_accesses(block)
+        if block.init is not None:
+            written = {id(w.buffer) for w in writes}
+            reads = [r for r in reads if id(r.buffer) not in written]
         self.emit(inner, f"T.reads({_unique(self.region(r) for r in reads)})")
         self.emit(inner, f"T.writes({_unique(self.region(w) for w in writes)})")
         if block.annotations:
             self.emit(inner, f"T.block_attr({block.annotations!r})")
         self.block_contents(block, inner)
+        self.names.release([iv.var for iv in block.iter_vars])
+
+    def block_vars(self, realize: BlockRealize, depth: int) -> None:
+        """``T.axis.remap`` when every block variable is bound to a whole enclosing
+        loop, as TVMScript prints it; one ``T.axis.spatial/reduce`` line each otherwise."""
+        block = realize.block
+        if block.iter_vars and self._is_remap(realize):
+            kinds = "".join(iv.kind.value for iv in block.iter_vars)
+            names = ", ".join(self.names(iv.var) for iv in block.iter_vars)
+            values = ", ".join(self.expr(v) for v in realize.iter_values)
+            self.emit(depth, f'{names} = T.axis.remap("{kinds}", [{values}])')
+            return
+        for iv, value in zip(block.iter_vars, realize.iter_values, strict=True):
+            kind = "spatial" if iv.kind is IterKind.SPATIAL else "reduce"
+            dom = self.expr(iv.dom.extent)
+            if not _is_zero(iv.dom.min):
+                dom = f"({self.expr(iv.dom.min)}, {self.expr(iv.dom.min + iv.dom.extent)})"
+            self.emit(depth, f"{self.names(iv.var)} = T.axis.{kind}({dom}, {self.expr(value)})")
+
+    def _is_remap(self, realize: BlockRealize) -> bool:
+        extents = {id(loop.loop_var): loop for loop in self.loops}
+        seen: set[int] = set()
+        for iv, value in zip(realize.block.iter_vars, realize.iter_values, strict=True):
+            loop = extents.get(id(value))
+            if loop is None or id(value) in seen or not _is_zero(loop.min):
+                return False
+            if not _is_zero(iv.dom.min) or not _same_extent(iv.dom.extent, loop.extent):
+                return False
+            seen.add(id(value))
+        return True
 
     def block_contents(self, block: Block, depth: int) -> None:
         for buf in block.alloc_buffers:
-            self.emit(depth, f"{self.names(buf)} = {self.buffer_decl(buf)}")
+            self.emit(depth, f"{self.names(buf)} = {self.buffer_decl(buf, 'T.alloc_buffer')}")
         if block.init is not None:
             self.emit(depth, "with T.init():")
             self.stmt(block.init, depth + 1)
         self.stmt(block.body, depth)
+        self.names.release(list(block.alloc_buffers))
+
+
+def _grid(loop: For) -> list[For]:
+    """The perfectly nested plain serial loops starting at ``loop`` (TVMScript's T.grid)."""
+    grid: list[For] = []
+    current: object = loop
+    while isinstance(current, For) and _is_plain_serial(current):
+        grid.append(current)
+        current = current.body
+    return grid
+
+
+def _is_plain_serial(loop: For) -> bool:
+    return (
+        loop.kind is ForKind.SERIAL
+        and _is_zero(loop.min)
+        and not loop.annotations
+        and not loop.thread_binding
+    )
+
+
+def _is_zero(e: E.PrimExpr) -> bool:
+    return isinstance(e, E.IntImm) and e.value == 0
+
+
+def _same_extent(a: E.PrimExpr, b: E.PrimExpr) -> bool:
+    return structural_equal(a, b)
 
 
 def _unique(items: object) -> str:

@@ -1,7 +1,218 @@
-"""Shrinks block-allocated buffers to the region their accesses touch (to be written)."""
+"""``compact_buffers``: allocate each intermediate buffer where it is used, at the size used.
 
+After ``lower_blocks`` every block-allocated buffer is an ``Allocate`` at its
+block's position, often the root, with the buffer's full declared shape. A
+cache_write accumulator under a tile loop, though, only ever holds one tile: this
+pass moves each ``Allocate`` down to wrap the body of the innermost loop that
+still encloses every access of its buffer (under a parallel loop that makes the
+buffer private to each thread), then shrinks each dimension to the region the
+accesses touch in one iteration of that loop, subtracting the region's start
+from every index. A dimension shrinks only when the region's extent is bounded
+by a constant, so a tile-sized accumulator becomes a small fixed-size array and
+nothing ever becomes variable-sized.
+
+Like TVM's CompactBufferAllocation, this relies on the block semantics the
+schedule primitives keep: values of a block-allocated buffer never flow from one
+iteration of the loop that encloses all its accesses to the next.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from compiler.arith import Interval, bound, const_bound, normalize, simplify
+from compiler.ir.buffer import Buffer
+from compiler.ir.expr import BufferLoad, IntImm, PrimExpr, Range, Var
 from compiler.ir.function import PrimFunc
+from compiler.ir.node import Node, children, transform, visit
+from compiler.ir.stmt import Allocate, BufferStore, For, IfThenElse, SeqStmt, Stmt
+
+Ranges = dict[Var, Range]
 
 
 def compact_buffers(func: PrimFunc) -> PrimFunc:
-    return func
+    return dataclasses.replace(func, body=_visit(func.body, {}))
+
+
+def _visit(stmt: Stmt, ranges: Ranges) -> Stmt:
+    """Rebuild ``stmt`` with every Allocate in it placed and shrunk; ``ranges`` are
+    the loops around ``stmt``."""
+    if isinstance(stmt, Allocate):
+        return _compact(dataclasses.replace(stmt, body=_visit(stmt.body, ranges)), ranges)
+    if isinstance(stmt, For):
+        inner = {**ranges, stmt.loop_var: Range(stmt.min, stmt.extent)}
+        return _replace_body(stmt, _visit(stmt.body, inner))
+    if isinstance(stmt, SeqStmt):
+        new = tuple(_visit(s, ranges) for s in stmt.seq)
+        changed = any(a is not b for a, b in zip(new, stmt.seq, strict=True))
+        return SeqStmt(new) if changed else stmt
+    if isinstance(stmt, IfThenElse):
+        then_case = _visit(stmt.then_case, ranges)
+        else_case = None if stmt.else_case is None else _visit(stmt.else_case, ranges)
+        if then_case is stmt.then_case and else_case is stmt.else_case:
+            return stmt
+        return IfThenElse(stmt.condition, then_case, else_case)
+    return stmt
+
+
+def _compact(alloc: Allocate, ranges: Ranges) -> Stmt:
+    """``alloc`` moved into the innermost loop enclosing all accesses, and shrunk."""
+    buffer = alloc.buffer
+    path = _path_to_innermost_loop(alloc.body, buffer)
+    if not path:
+        return _shrunk(buffer, alloc.body, ranges)
+    fixed = dict(ranges)
+    for node in path:
+        if isinstance(node, For):
+            fixed[node.loop_var] = Range(node.min, node.extent)
+    target = path[-1]
+    assert isinstance(target, For)
+    placed: Stmt = _replace_body(target, _shrunk(buffer, target.body, fixed))
+    for parent, child in zip(reversed(path[:-1]), reversed(path[1:]), strict=True):
+        placed = _replace_child(parent, child, placed)
+    return placed
+
+
+def _path_to_innermost_loop(body: Stmt, buffer: Buffer) -> list[Stmt]:
+    """The statements from ``body`` down to the innermost loop whose body holds every
+    access of ``buffer`` (empty when no loop does)."""
+    if not _uses(body, buffer):
+        return []
+    path: list[Stmt] = []
+    node: Stmt = body
+    best = 0
+    while True:
+        path.append(node)
+        if isinstance(node, For):
+            if _uses(node.min, buffer) or _uses(node.extent, buffer):
+                break
+            best = len(path)
+            node = node.body
+        elif isinstance(node, Allocate):
+            node = node.body
+        elif isinstance(node, SeqStmt):
+            holders = [s for s in node.seq if _uses(s, buffer)]
+            if len(holders) != 1:
+                break
+            node = holders[0]
+        elif isinstance(node, IfThenElse):
+            branches = [s for s in (node.then_case, node.else_case) if s is not None]
+            holders = [s for s in branches if _uses(s, buffer)]
+            if _uses(node.condition, buffer) or len(holders) != 1:
+                break
+            node = holders[0]
+        else:
+            break
+    return path[:best]
+
+
+def _shrunk(buffer: Buffer, scope: Stmt, fixed: Ranges) -> Allocate:
+    """``Allocate`` of ``buffer`` around ``scope``, each dimension cut to the region
+    the accesses in ``scope`` touch while the loops in ``fixed`` stay put."""
+    region = _access_region(scope, buffer)
+    if region is None:
+        return Allocate(buffer, scope)
+    shape: list[PrimExpr] = []
+    offsets: list[PrimExpr | None] = []
+    for dim, interval in zip(buffer.shape, region, strict=True):
+        extent = _const_extent(interval, fixed)
+        old = dim.value if isinstance(dim, IntImm) else None
+        if extent is None or (old is not None and extent >= old):
+            shape.append(dim)
+            offsets.append(None)
+        else:
+            shape.append(IntImm(extent, dim.dtype))
+            offsets.append(interval.min)
+    if all(o is None for o in offsets):
+        return Allocate(buffer, scope)
+    compact = dataclasses.replace(buffer, shape=tuple(shape))
+    return Allocate(compact, _reindex(scope, buffer, compact, offsets))
+
+
+def _const_extent(interval: Interval, fixed: Ranges) -> int | None:
+    """A constant that ``max - min + 1`` never exceeds while the fixed loops run."""
+    if interval.min is None or interval.max is None:
+        return None
+    extent = simplify(interval.max - interval.min + 1, fixed)
+    if isinstance(extent, IntImm):
+        return extent.value
+    _, high = const_bound(extent, fixed)
+    return high
+
+
+def _access_region(scope: Stmt, buffer: Buffer) -> list[Interval] | None:
+    """Per dimension, the union of the bounds of every index of ``buffer`` in
+    ``scope`` over the loops inside ``scope``; None when nothing accesses it."""
+    region: list[Interval] | None = None
+
+    def record(indices: tuple[PrimExpr, ...], inner: Ranges) -> None:
+        nonlocal region
+        dims = [bound(i, inner) for i in indices]
+        region = dims if region is None else [a.union(b) for a, b in zip(region, dims, strict=True)]
+
+    def loads_in(e: Node, inner: Ranges) -> None:
+        def check(n: Node) -> None:
+            if isinstance(n, BufferLoad) and n.buffer is buffer:
+                record(n.indices, inner)
+
+        visit(e, check)
+
+    def walk(node: Stmt, inner: Ranges) -> None:
+        if isinstance(node, BufferStore) and node.buffer is buffer:
+            record(node.indices, inner)
+        body_ranges = inner
+        if isinstance(node, For):
+            body_ranges = {**inner, node.loop_var: Range(node.min, node.extent)}
+        for child in children(node):
+            if isinstance(child, Stmt):
+                walk(child, body_ranges if isinstance(node, For) else inner)
+            else:
+                loads_in(child, inner)
+
+    walk(scope, {})
+    return region
+
+
+def _reindex(scope: Stmt, old: Buffer, new: Buffer, offsets: list[PrimExpr | None]) -> Stmt:
+    def shift(indices: tuple[PrimExpr, ...]) -> tuple[PrimExpr, ...]:
+        return tuple(
+            i if o is None else normalize(i - o) for i, o in zip(indices, offsets, strict=True)
+        )
+
+    def rewrite(n: Node) -> Node | None:
+        if isinstance(n, BufferLoad) and n.buffer is old:
+            return BufferLoad(new, shift(n.indices))
+        if isinstance(n, BufferStore) and n.buffer is old:
+            return BufferStore(new, n.value, shift(n.indices))
+        return None
+
+    return transform(scope, rewrite)
+
+
+def _uses(node: Node, buffer: Buffer) -> bool:
+    hit = False
+
+    def check(n: Node) -> bool:
+        nonlocal hit
+        if isinstance(n, (BufferLoad, BufferStore)) and n.buffer is buffer:
+            hit = True
+        return not hit
+
+    visit(node, check)
+    return hit
+
+
+def _replace_body(stmt: For, body: Stmt) -> For:
+    return stmt if body is stmt.body else dataclasses.replace(stmt, body=body)
+
+
+def _replace_child(parent: Stmt, old: Stmt, new: Stmt) -> Stmt:
+    if isinstance(parent, (For, Allocate)):
+        return dataclasses.replace(parent, body=new)
+    if isinstance(parent, SeqStmt):
+        return SeqStmt(tuple(new if s is old else s for s in parent.seq))
+    if isinstance(parent, IfThenElse):
+        if parent.then_case is old:
+            return dataclasses.replace(parent, then_case=new)
+        return dataclasses.replace(parent, else_case=new)
+    raise TypeError(f"cannot replace a child of {type(parent).__name__}")

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from compiler.ir.analysis import find_block_realize, find_loop
-from compiler.ir.expr import PrimExpr
+from compiler.ir.expr import IntImm, PrimExpr
 from compiler.ir.function import IRModule, PrimFunc
 from compiler.ir.stmt import Block, For, ForKind
 from compiler.schedule import primitives as P
@@ -28,7 +28,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def instruction(method: F) -> F:
-    """Record a call of ``method`` in the trace; undo the module on ScheduleError."""
+    """Record a call of ``method`` in the trace; undo the module on ScheduleError.
+
+    A ``func_name`` left None is recorded as the function it resolved to, so the
+    trace replays on the same function whatever the replaying schedule's default.
+    """
     signature = inspect.signature(method)
     var_positional = next(
         (p.name for p in signature.parameters.values() if p.kind is p.VAR_POSITIONAL), None
@@ -51,10 +55,13 @@ def instruction(method: F) -> F:
             self._mod, rng_state = snapshot
             self._rng.setstate(rng_state)
             raise
-        outputs = tuple(result) if isinstance(result, (list, tuple)) else (
-            () if result is None else (result,)
+        if inputs.get("func_name", "") is None:
+            inputs["func_name"] = self._func_name
+        is_list = isinstance(result, (list, tuple))
+        outputs = tuple(result) if is_list else (() if result is None else (result,))
+        self._trace.append(
+            Instruction(method.__name__, inputs, outputs, self._decision, outputs_are_list=is_list)
         )
-        self._trace.append(Instruction(method.__name__, inputs, outputs, self._decision))
         return result
 
     run.is_instruction = True  # type: ignore[attr-defined]
@@ -77,8 +84,8 @@ class Schedule:
         self._trace = Trace()
         self._rng = random.Random(seed)
         self._decision: Any = None
-        self._func_name: str | None = "main" if "main" in mod else (
-            next(iter(mod)) if len(mod) == 1 else None
+        self._func_name: str | None = (
+            "main" if "main" in mod else (next(iter(mod)) if len(mod) == 1 else None)
         )
 
     # state -------------------------------------------------------------------
@@ -115,6 +122,8 @@ class Schedule:
         return self._loop(rv)
 
     def _func(self, func_name: str | None) -> PrimFunc:
+        if func_name is not None and not isinstance(func_name, str):
+            raise ScheduleError(f"func_name must be a function name (str), got {func_name!r}")
         if func_name is None:
             raise ScheduleError(
                 f"the module has several functions {sorted(self._mod)}; name one with "
@@ -150,9 +159,14 @@ class Schedule:
         return loop
 
     def _same_func(self, *rvs: BlockRV | LoopRV) -> str:
+        for rv in rvs:
+            if not isinstance(rv, (BlockRV, LoopRV)):
+                raise ScheduleError(f"expected a block or loop handle, got {rv!r}")
         names = {rv.func_name for rv in rvs}
         if len(names) != 1:
-            raise ScheduleError(f"handles {list(rvs)} belong to different functions {sorted(names)}")
+            raise ScheduleError(
+                f"handles {list(rvs)} belong to different functions {sorted(names)}"
+            )
         return names.pop()
 
     # lookups -----------------------------------------------------------------
@@ -189,6 +203,10 @@ class Schedule:
         preserve_unit_iters: bool = True,
     ) -> list[LoopRV]:
         target = self._loop(loop)
+        if not isinstance(factors, (list, tuple)):
+            raise ScheduleError(
+                f"split of loop {loop.var.name!r}: factors must be a list, got {factors!r}"
+            )
         values = [None if f is None else _factor_value(f, loop) for f in factors]
         func, new_vars = P.split(self._func(loop.func_name), target, values)
         self._install(loop.func_name, func)
@@ -247,7 +265,8 @@ class Schedule:
         if isinstance(loop, RootLocation):
             return
         if isinstance(loop, InlineLocation):
-            self._install(block.func_name, P.compute_inline(self._func(block.func_name), self._block(block)))
+            target = self._block(block)
+            self._install(block.func_name, P.compute_inline(self._func(block.func_name), target))
             return
         func_name = self._same_func(block, loop)
         func = P.compute_at(
@@ -267,11 +286,13 @@ class Schedule:
 
     @instruction
     def compute_inline(self, block: BlockRV) -> None:
-        self._install(block.func_name, P.compute_inline(self._func(block.func_name), self._block(block)))
+        target = self._block(block)
+        self._install(block.func_name, P.compute_inline(self._func(block.func_name), target))
 
     @instruction
     def reverse_compute_inline(self, block: BlockRV) -> None:
-        func = P.reverse_compute_inline(self._func(block.func_name), self._block(block))
+        target = self._block(block)
+        func = P.reverse_compute_inline(self._func(block.func_name), target)
         self._install(block.func_name, func)
 
     # caches and reductions -------------------------------------------------------
@@ -280,8 +301,9 @@ class Schedule:
     def cache_read(
         self, block: BlockRV, read_buffer_index: int, storage_scope: str = "global"
     ) -> BlockRV:
+        target = self._block(block)
         func, name = P.cache_read(
-            self._func(block.func_name), self._block(block), read_buffer_index, storage_scope
+            self._func(block.func_name), target, read_buffer_index, storage_scope
         )
         self._install(block.func_name, func)
         return BlockRV(name, block.func_name)
@@ -290,8 +312,9 @@ class Schedule:
     def cache_write(
         self, block: BlockRV, write_buffer_index: int, storage_scope: str = "global"
     ) -> BlockRV:
+        target = self._block(block)
         func, name = P.cache_write(
-            self._func(block.func_name), self._block(block), write_buffer_index, storage_scope
+            self._func(block.func_name), target, write_buffer_index, storage_scope
         )
         self._install(block.func_name, func)
         return BlockRV(name, block.func_name)
@@ -316,9 +339,7 @@ class Schedule:
         decision: Sequence[int] | None = None,
     ) -> list[ExprRV]:
         target = self._loop(loop)
-        chosen = P.sample_perfect_tile(
-            self._rng, target, n, max_innermost_factor, None if decision is None else list(decision)
-        )
+        chosen = P.sample_perfect_tile(self._rng, target, n, max_innermost_factor, decision)
         self._decision = chosen
         return [ExprRV(v) for v in chosen]
 
@@ -329,7 +350,7 @@ class Schedule:
         probs: Sequence[float],
         decision: int | None = None,
     ) -> ExprRV:
-        index = P.sample_categorical(self._rng, list(candidates), list(probs), decision)
+        index = P.sample_categorical(self._rng, candidates, probs, decision)
         self._decision = index
         return ExprRV(int(candidates[index]))
 
@@ -339,8 +360,9 @@ class Schedule:
     ) -> LoopRV | RootLocation | InlineLocation:
         """A loop to compute ``block`` at; decision -1 is the root, -2 is inline,
         k >= 0 the k-th legal loop (outermost first)."""
+        target = self._block(block)
         func = self._func(block.func_name)
-        index, loop = P.sample_compute_location(self._rng, func, self._block(block), decision)
+        index, loop = P.sample_compute_location(self._rng, func, target, decision)
         self._decision = index
         if index == -1:
             return RootLocation()
@@ -350,12 +372,16 @@ class Schedule:
 
 
 def _factor_value(factor: int | ExprRV | PrimExpr, loop: LoopRV) -> int:
-    try:
-        value = int(factor)  # type: ignore[arg-type]
-    except TypeError:
+    """The int a split factor stands for: an int, a sampled ExprRV or an IntImm."""
+    if isinstance(factor, (ExprRV, IntImm)) or (
+        isinstance(factor, int) and not isinstance(factor, bool)
+    ):
+        value = int(factor)
+    else:
         raise ScheduleError(
-            f"split of loop {loop.var.name!r}: factor {factor!r} is not an integer"
-        ) from None
+            f"split of loop {loop.var.name!r}: factor {factor!r} is not an integer; give ints, "
+            "None, or values from sample_perfect_tile"
+        )
     if value <= 0:
         raise ScheduleError(f"split of loop {loop.var.name!r}: factor {value} must be positive")
     return value

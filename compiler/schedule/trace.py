@@ -4,16 +4,22 @@ A trace prints as the Python calls that rebuild the schedule, converts to and
 from JSON, and replays on a fresh Schedule of the same workload. Sampling
 instructions carry their decision; replaying with other decisions (a tuner's
 mutation) gives a neighbouring schedule.
+
+JSON is the form that crosses processes and the database: random variables are
+named (``b0``, ``l1``, ``v2``) and referred to as ``{"rv": "l1"}``; nothing in it
+is evaluated. The printed Python is for people, and for tests that check it runs.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from compiler.ir.expr import Var
 from compiler.schedule.errors import ScheduleError
 from compiler.schedule.handles import BlockRV, ExprRV, InlineLocation, LoopRV, RootLocation
 
@@ -24,18 +30,24 @@ TRACE_FORMAT_VERSION = 1
 
 SAMPLING_KINDS = ("sample_perfect_tile", "sample_categorical", "sample_compute_location")
 
+_RV_TYPES = (BlockRV, LoopRV, ExprRV, RootLocation, InlineLocation)
 _RV_PREFIX = {BlockRV: "b", LoopRV: "l", ExprRV: "v", RootLocation: "root", InlineLocation: "inl"}
 
 
 @dataclass(frozen=True)
 class Instruction:
     """One schedule call: its kind (the Schedule method name), its keyword inputs
-    (random variables among them), its outputs, and for sampling its decision."""
+    (random variables among them), its outputs, and for sampling its decision.
+
+    ``outputs_are_list`` says the call returned a list (``get_loops``, ``split``),
+    which matters for printing: a one-element list unpacks as ``l1, = ...``.
+    """
 
     kind: str
     inputs: dict[str, Any]
     outputs: tuple[Any, ...]
     decision: Any = None
+    outputs_are_list: bool = False
 
 
 class Trace:
@@ -61,31 +73,39 @@ class Trace:
         }
 
     def with_decision(self, index: int, decision: Any) -> Trace:
+        """A copy whose sampling instruction ``index`` has ``decision`` instead."""
+        self._check_sampling_index(index)
         inst = self.instructions[index]
-        if inst.kind not in SAMPLING_KINDS:
-            raise ScheduleError(f"instruction {index} ({inst.kind}) is not a sampling instruction")
         changed = list(self.instructions)
         changed[index] = dataclasses.replace(inst, decision=decision)
         return Trace(changed)
 
+    def _check_sampling_index(self, index: Any) -> None:
+        sampling = sorted(self.decisions)
+        if index not in sampling:
+            raise ScheduleError(
+                f"instruction {index!r} is not a sampling instruction of this trace; "
+                f"the sampling instructions are at {sampling}"
+            )
+
     # replay --------------------------------------------------------------------
 
-    def apply_to_schedule(
-        self, sch: Schedule, decisions: Mapping[int, Any] | None = None
-    ) -> None:
+    def apply_to_schedule(self, sch: Schedule, decisions: Mapping[int, Any] | None = None) -> None:
         """Replay every instruction on ``sch``; ``decisions`` overrides sampled ones
         by instruction index. Raises ``ScheduleError`` if a step is illegal there."""
-        decisions = decisions or {}
+        decisions = dict(decisions or {})
+        for index in decisions:
+            self._check_sampling_index(index)
         rv_map: dict[int, Any] = {}
         for index, inst in enumerate(self.instructions):
-            inputs = {k: _map_rvs(v, rv_map) for k, v in inst.inputs.items()}
-            if inst.kind in SAMPLING_KINDS:
-                inputs["decision"] = decisions.get(index, inst.decision)
             method = getattr(sch, inst.kind, None)
             if method is None or not getattr(method, "is_instruction", False):
                 raise ScheduleError(f"trace instruction {index} has unknown kind {inst.kind!r}")
-            result = method(**inputs)
-            new_outputs = _as_outputs(result)
+            inputs = {k: _map_rvs(v, rv_map) for k, v in inst.inputs.items()}
+            if inst.kind in SAMPLING_KINDS:
+                inputs["decision"] = decisions.get(index, inst.decision)
+            args = _bind(method, inputs, f"trace instruction {index} ({inst.kind})")
+            new_outputs = _as_outputs(method(*args, **inputs))
             if len(new_outputs) != len(inst.outputs):
                 raise ScheduleError(
                     f"trace instruction {index} ({inst.kind}) gave {len(new_outputs)} outputs "
@@ -97,6 +117,7 @@ class Trace:
     # text and JSON ---------------------------------------------------------------
 
     def as_python(self) -> list[str]:
+        """The trace as Python statements over a Schedule named ``sch``."""
         names = _RvNames()
         lines = []
         for inst in self.instructions:
@@ -105,7 +126,16 @@ class Trace:
                 args.append(f"decision={_python_value(inst.decision, names)}")
             call = f"sch.{inst.kind}({', '.join(args)})"
             outs = [names.define(o) for o in inst.outputs]
-            lines.append(f"{', '.join(outs)} = {call}" if outs else call)
+            if not outs:
+                lines.append(call)
+            elif inst.outputs_are_list:
+                lines.append(
+                    f"{', '.join(outs)}, = {call}"
+                    if len(outs) == 1
+                    else f"{', '.join(outs)} = {call}"
+                )
+            else:
+                lines.append(f"{outs[0]} = {call}")
         return lines
 
     def __str__(self) -> str:
@@ -122,6 +152,8 @@ class Trace:
                 "inputs": {k: _json_value(v, names) for k, v in inst.inputs.items()},
                 "outputs": [names.define(o) for o in inst.outputs],
             }
+            if inst.outputs_are_list:
+                entry["outputs_are_list"] = True
             if inst.kind in SAMPLING_KINDS:
                 entry["decision"] = _json_value(inst.decision, names)
             insts.append(entry)
@@ -132,25 +164,45 @@ class Trace:
 
     @staticmethod
     def from_json(data: Mapping[str, Any] | str) -> Trace:
-        """Rebuild a trace from ``as_json`` output; raises ``ScheduleError`` on a
-        malformed document."""
+        """Rebuild a trace from ``as_json`` output (or its JSON text); raises
+        ``ScheduleError`` on a malformed document."""
         if isinstance(data, str):
             try:
                 data = json.loads(data)
             except json.JSONDecodeError as err:
                 raise ScheduleError(f"trace JSON does not parse: {err}") from None
-        if not isinstance(data, Mapping) or data.get("version") != TRACE_FORMAT_VERSION:
+        version = data.get("version") if isinstance(data, Mapping) else None
+        if type(version) is not int or version != TRACE_FORMAT_VERSION:
             raise ScheduleError(
-                f"trace JSON must be an object with version {TRACE_FORMAT_VERSION}"
+                f"trace JSON must be an object with version {TRACE_FORMAT_VERSION}, "
+                f"got version {version!r}"
             )
         raw = data.get("instructions")
         if not isinstance(raw, list):
             raise ScheduleError("trace JSON needs an 'instructions' list")
         rvs: dict[str, Any] = {}
-        insts = []
-        for index, entry in enumerate(raw):
-            insts.append(_instruction_from_json(index, entry, rvs))
-        return Trace(insts)
+        return Trace([_instruction_from_json(i, entry, rvs) for i, entry in enumerate(raw)])
+
+
+def _bind(method: Any, inputs: dict[str, Any], where: str) -> list[Any]:
+    """Check ``inputs`` against the method's signature; a ``*args`` parameter (the
+    loops of ``fuse`` and ``reorder``) is recorded by name and moves out of
+    ``inputs`` into the returned positional arguments."""
+    signature = inspect.signature(method)
+    args: list[Any] = []
+    for param in signature.parameters.values():
+        if param.kind is param.VAR_POSITIONAL and param.name in inputs:
+            values = inputs.pop(param.name)
+            if not isinstance(values, (list, tuple)):
+                raise ScheduleError(f"{where}: input {param.name!r} must be a list")
+            args = list(values)
+    try:
+        signature.bind(*args, **inputs)
+    except TypeError as err:
+        raise ScheduleError(
+            f"{where} has inputs {sorted(inputs)} that do not fit its signature: {err}"
+        ) from None
+    return args
 
 
 def _as_outputs(result: Any) -> tuple[Any, ...]:
@@ -162,7 +214,7 @@ def _as_outputs(result: Any) -> tuple[Any, ...]:
 
 
 def _map_rvs(value: Any, rv_map: dict[int, Any]) -> Any:
-    if isinstance(value, (BlockRV, LoopRV, ExprRV, RootLocation, InlineLocation)):
+    if isinstance(value, _RV_TYPES):
         if id(value) not in rv_map:
             raise ScheduleError(f"trace uses {value!r} before an instruction defines it")
         return rv_map[id(value)]
@@ -172,6 +224,8 @@ def _map_rvs(value: Any, rv_map: dict[int, Any]) -> Any:
 
 
 class _RvNames:
+    """Names for the random variables of one trace, in order of definition."""
+
     def __init__(self) -> None:
         self._names: dict[int, str] = {}
 
@@ -182,14 +236,16 @@ class _RvNames:
         return name
 
     def name(self, rv: Any) -> str:
+        if id(rv) not in self._names:
+            raise ScheduleError(
+                f"the trace uses {rv!r}, which no instruction of the trace made; get handles "
+                "from the schedule (get_block, get_loops) rather than building them"
+            )
         return self._names[id(rv)]
-
-    def knows(self, value: Any) -> bool:
-        return id(value) in self._names
 
 
 def _python_value(value: Any, names: _RvNames) -> str:
-    if names.knows(value):
+    if isinstance(value, _RV_TYPES):
         return names.name(value)
     if isinstance(value, list):
         return "[" + ", ".join(_python_value(v, names) for v in value) + "]"
@@ -199,7 +255,7 @@ def _python_value(value: Any, names: _RvNames) -> str:
 
 
 def _json_value(value: Any, names: _RvNames) -> Any:
-    if names.knows(value):
+    if isinstance(value, _RV_TYPES):
         return {"rv": names.name(value)}
     if isinstance(value, (list, tuple)):
         return [_json_value(v, names) for v in value]
@@ -214,7 +270,7 @@ def _value_from_json(value: Any, rvs: dict[str, Any], where: str) -> Any:
     if isinstance(value, dict):
         if set(value) == {"rv"}:
             name = value["rv"]
-            if name not in rvs:
+            if not isinstance(name, str) or name not in rvs:
                 raise ScheduleError(f"{where}: random variable {name!r} is used before defined")
             return rvs[name]
         if set(value) == {"dict"} and isinstance(value["dict"], dict):
@@ -227,20 +283,27 @@ def _value_from_json(value: Any, rvs: dict[str, Any], where: str) -> Any:
     raise ScheduleError(f"{where}: unexpected value {value!r}")
 
 
-_PLACEHOLDER_TYPES = {"b": BlockRV, "l": LoopRV, "v": ExprRV, "root": RootLocation, "inl": InlineLocation}
+_PLACEHOLDER_TYPES = {
+    "b": BlockRV,
+    "l": LoopRV,
+    "v": ExprRV,
+    "root": RootLocation,
+    "inl": InlineLocation,
+}
 
 
 def _placeholder(name: str, where: str) -> Any:
     """A stand-in object for a trace output; replay maps it to the real handle."""
     prefix = name.rstrip("0123456789")
     kind = _PLACEHOLDER_TYPES.get(prefix)
-    if kind is None:
-        raise ScheduleError(f"{where}: output name {name!r} has an unknown prefix")
+    if kind is None or prefix == name:
+        raise ScheduleError(
+            f"{where}: output name {name!r} must be one of the prefixes "
+            f"{sorted(_PLACEHOLDER_TYPES)} followed by a number"
+        )
     if kind is BlockRV:
         return BlockRV("?", "?")
     if kind is LoopRV:
-        from compiler.ir.expr import Var
-
         return LoopRV(Var(name), "?")
     if kind is ExprRV:
         return ExprRV(-1)
@@ -254,15 +317,26 @@ def _instruction_from_json(index: int, entry: Any, rvs: dict[str, Any]) -> Instr
     kind = entry.get("kind")
     inputs = entry.get("inputs")
     outputs = entry.get("outputs")
-    if not isinstance(kind, str) or not isinstance(inputs, Mapping) or not isinstance(outputs, list):
+    is_list = entry.get("outputs_are_list", False)
+    if (
+        not isinstance(kind, str)
+        or not isinstance(inputs, Mapping)
+        or not isinstance(outputs, list)
+    ):
         raise ScheduleError(f"{where} needs 'kind' (string), 'inputs' (object), 'outputs' (list)")
+    if not isinstance(is_list, bool):
+        raise ScheduleError(f"{where}: 'outputs_are_list' must be true or false")
+    if kind not in SAMPLING_KINDS and entry.get("decision") is not None:
+        raise ScheduleError(f"{where}: {kind} is not a sampling instruction but has a decision")
     decoded_inputs = {str(k): _value_from_json(v, rvs, where) for k, v in inputs.items()}
     decision = _value_from_json(entry.get("decision"), rvs, where)
     decoded_outputs = []
     for name in outputs:
         if not isinstance(name, str):
-            raise ScheduleError(f"{where}: output names must be strings")
+            raise ScheduleError(f"{where}: output names must be strings, got {name!r}")
+        if name in rvs:
+            raise ScheduleError(f"{where}: output {name!r} is defined a second time")
         rv = _placeholder(name, where)
         rvs[name] = rv
         decoded_outputs.append(rv)
-    return Instruction(kind, decoded_inputs, tuple(decoded_outputs), decision)
+    return Instruction(kind, decoded_inputs, tuple(decoded_outputs), decision, is_list)

@@ -28,11 +28,14 @@ from compiler.te.operation import (
     var,
 )
 from compiler.te.prim_func import create_prim_func
+from compiler.te.schedule import Stage, TESchedule, create_schedule
 from compiler.te.tensor import ComputeOp, PlaceholderOp, Tensor, TensorError
 
 __all__ = [
     "ComputeOp",
     "PlaceholderOp",
+    "Stage",
+    "TESchedule",
     "Tensor",
     "TensorError",
     "abs",
@@ -42,6 +45,7 @@ __all__ = [
     "compute",
     "const",
     "create_prim_func",
+    "create_schedule",
     "erf",
     "exp",
     "floor",

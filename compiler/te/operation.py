@@ -47,7 +47,10 @@ def reduce_axis(dom: Any, name: str = "rv") -> IterVar:
         rng = dom
     else:
         lo, hi = dom
-        extent = convert(hi) if isinstance(lo, int) and lo == 0 else convert(hi) - convert(lo)
+        if isinstance(lo, int) and isinstance(hi, int):
+            extent = E.const(hi - lo)
+        else:
+            extent = convert(hi) if isinstance(lo, int) and lo == 0 else convert(hi) - convert(lo)
         rng = Range(convert(lo), extent)
     return IterVar(Var(name), rng, IterKind.REDUCE)
 
@@ -217,4 +220,3 @@ def all_of(*conditions: Any) -> PrimExpr:
     for c in conditions[1:]:
         result = E.And(result, convert(c))
     return result
-

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from compiler.ir import expr as E
-from compiler.ir.analysis import substitute
+from compiler.ir.analysis import free_vars, substitute
 from compiler.ir.buffer import Buffer
 from compiler.ir.expr import PrimExpr, Var
 from compiler.ir.function import PrimFunc
@@ -22,7 +22,15 @@ from compiler.ir.stmt import (
     true_predicate,
 )
 from compiler.te.operation import reduce_identity
-from compiler.te.tensor import ComputeOp, PlaceholderOp, ProducerLoad, Reduce, Tensor, TensorError
+from compiler.te.tensor import (
+    ComputeOp,
+    Operation,
+    PlaceholderOp,
+    ProducerLoad,
+    Reduce,
+    Tensor,
+    TensorError,
+)
 
 _COMBINERS = {"sum": E.Add, "max": E.Max, "min": E.Min}
 
@@ -33,8 +41,15 @@ def create_prim_func(tensors: Sequence[Tensor]) -> PrimFunc:
     Every placeholder the outputs read must be among ``tensors``; computed
     tensors that are not listed become internal buffers of the root block.
     """
+    func, _ = lower_tensors(tensors)
+    return func
+
+
+def lower_tensors(tensors: Sequence[Tensor]) -> tuple[PrimFunc, dict[Operation, str]]:
+    """``create_prim_func`` and the name of the block each compute operation became
+    (names are made unique, so two computes called "C" give "C" and "C_1")."""
     tensors = list(tensors)
-    ops = _topological_order(tensors)
+    ops = topological_order(tensors)
     names = _UniqueNames()
     buffers: dict[int, Buffer] = {}
     for op in ops:
@@ -46,15 +61,37 @@ def create_prim_func(tensors: Sequence[Tensor]) -> PrimFunc:
                 f"placeholder {op.name!r} is read but not among the arguments; "
                 "pass it to create_prim_func"
             )
-    nests = [
-        _loop_nest(op, buffers, names) for op in ops if isinstance(op, ComputeOp)
-    ]
+    block_names: dict[Operation, str] = {}
+    nests = []
+    for op in ops:
+        if isinstance(op, ComputeOp):
+            block_names[op] = names.block(op.name)
+            nests.append(_loop_nest(op, buffers, block_names[op]))
     internal = tuple(
         buffers[id(op)] for op in ops if isinstance(op, ComputeOp) and id(op) not in param_ops
     )
     root = Block("root", (), seq(*nests), alloc_buffers=internal)
     params = tuple(buffers[id(t.op)] for t in tensors)
-    return PrimFunc(params, BlockRealize((), true_predicate(), root), {"global_symbol": "main"})
+    func = PrimFunc(params, BlockRealize((), true_predicate(), root), {"global_symbol": "main"})
+    _check_bound(ops, func)
+    return func, block_names
+
+
+def _check_bound(ops: list[PlaceholderOp | ComputeOp], func: PrimFunc) -> None:
+    """Every variable a compute uses is one of its axes, an axis of its reduction or a
+    size the parameters' shapes fix; anything else would be unbound when it runs."""
+    sizes = {id(v) for v in func.size_vars}
+    for op in ops:
+        if not isinstance(op, ComputeOp):
+            continue
+        own = {id(iv.var) for iv in (*op.axis, *op.reduce_axis)}
+        for var in (v for part in (op.body, *op.shape) for v in free_vars(part)):
+            if id(var) not in own and id(var) not in sizes:
+                raise TensorError(
+                    f"compute {op.name!r} uses the variable {var.name!r}, which is none of its "
+                    "axes, no axis of its reduction (pass it in axis=) and no size in the "
+                    "arguments' shapes"
+                )
 
 
 class _UniqueNames:
@@ -78,7 +115,8 @@ class _UniqueNames:
         return self._fresh(name, self._buffers)
 
 
-def _topological_order(outputs: list[Tensor]) -> list[PlaceholderOp | ComputeOp]:
+def topological_order(outputs: list[Tensor]) -> list[PlaceholderOp | ComputeOp]:
+    """The operations ``outputs`` depend on, each after the ones it reads."""
     order: list[PlaceholderOp | ComputeOp] = []
     seen: set[int] = set()
 
@@ -106,11 +144,13 @@ def _to_buffer_loads(e: PrimExpr, buffers: dict[int, Buffer]) -> PrimExpr:
     return transform(e, convert_load)
 
 
-def _loop_nest(op: ComputeOp, buffers: dict[int, Buffer], names: _UniqueNames) -> Stmt:
+def _loop_nest(op: ComputeOp, buffers: dict[int, Buffer], block_name: str) -> Stmt:
     """for i, j, k: block(v_i = i, v_j = j, v_k = k): out[v_i, v_j] (+)= body."""
     axes = list(op.axis) + list(op.reduce_axis)
     block_vars = [IterVar(Var("v_" + iv.var.name, iv.var.dtype), iv.dom, iv.kind) for iv in axes]
-    to_block_var: dict[Var, PrimExpr] = {iv.var: bv.var for iv, bv in zip(axes, block_vars, strict=True)}
+    to_block_var: dict[Var, PrimExpr] = {
+        iv.var: bv.var for iv, bv in zip(axes, block_vars, strict=True)
+    }
     out = buffers[id(op)]
     indices = tuple(bv.var for bv in block_vars[: len(op.axis)])
     body_expr = _to_buffer_loads(substitute(op.body, to_block_var), buffers)
@@ -118,7 +158,9 @@ def _loop_nest(op: ComputeOp, buffers: dict[int, Buffer], names: _UniqueNames) -
     if isinstance(body_expr, Reduce):
         reduce = body_expr
         combine = _COMBINERS[reduce.combiner]
-        start = reduce.init if reduce.init is not None else reduce_identity(reduce.combiner, op.dtype)
+        start = (
+            reduce.init if reduce.init is not None else reduce_identity(reduce.combiner, op.dtype)
+        )
         init = BufferStore(out, start, indices)
         current = E.BufferLoad(out, indices)
         value: PrimExpr = combine(current, reduce.source)
@@ -132,7 +174,7 @@ def _loop_nest(op: ComputeOp, buffers: dict[int, Buffer], names: _UniqueNames) -
         lv if _is_zero(bv.dom.min) else lv + bv.dom.min
         for lv, bv in zip(loops, block_vars, strict=True)
     )
-    block = Block(names.block(op.name), tuple(block_vars), body, init, annotations=dict(op.attrs))
+    block = Block(block_name, tuple(block_vars), body, init, annotations=dict(op.attrs))
     stmt: Stmt = BlockRealize(bindings, true_predicate(), block)
     for lv, bv in reversed(list(zip(loops, block_vars, strict=True))):
         stmt = For(lv, E.const(0, lv.dtype), bv.dom.extent, ForKind.SERIAL, stmt)
@@ -141,4 +183,3 @@ def _loop_nest(op: ComputeOp, buffers: dict[int, Buffer], names: _UniqueNames) -
 
 def _is_zero(e: PrimExpr) -> bool:
     return isinstance(e, E.IntImm) and e.value == 0
-

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,7 @@ class Operation:
     name: str
     shape: tuple[PrimExpr, ...]
     dtype: str
+    _output: Tensor
 
     def output(self, index: int = 0) -> Tensor:
         if index != 0:
@@ -37,6 +39,10 @@ class PlaceholderOp(Operation):
         self.shape = shape
         self.dtype = dtype
         self._output = Tensor(self)
+
+    def __repr__(self) -> str:
+        dims = ", ".join(str(d) for d in self.shape)
+        return f"placeholder({self.name}, shape=({dims}), dtype={self.dtype})"
 
 
 class ComputeOp(Operation):
@@ -59,6 +65,10 @@ class ComputeOp(Operation):
         self.dtype = body.dtype
         self.reduce_axis: tuple[IterVar, ...] = body.axis if isinstance(body, Reduce) else ()
         self._output = Tensor(self)
+
+    def __repr__(self) -> str:
+        axes = ", ".join(iv.var.name for iv in (*self.axis, *self.reduce_axis))
+        return f"compute({self.name}, [{axes}]: {self.body})"
 
     @property
     def input_tensors(self) -> list[Tensor]:
@@ -130,6 +140,10 @@ class ProducerLoad(PrimExpr):
         if not self.dtype:
             object.__setattr__(self, "dtype", self.tensor.dtype)
 
+    def script_with(self, expr: Callable[[Any], str]) -> str:
+        """``A[i, j]``; the IR printer calls this, as the IR does not know tensors."""
+        return f"{self.tensor.name}[{', '.join(expr(i) for i in self.indices)}]"
+
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Reduce(PrimExpr):
@@ -146,3 +160,12 @@ class Reduce(PrimExpr):
     def __post_init__(self) -> None:
         if not self.dtype:
             object.__setattr__(self, "dtype", self.source.dtype)
+
+    def script_with(self, expr: Callable[[Any], str]) -> str:
+        """``te.sum(A[i, k], axis=[k])``; the IR printer calls this."""
+        parts = [expr(self.source), f"axis=[{', '.join(expr(a.var) for a in self.axis)}]"]
+        if self.condition is not None:
+            parts.append(f"where={expr(self.condition)}")
+        if self.init is not None:
+            parts.append(f"init={expr(self.init)}")
+        return f"te.{self.combiner}({', '.join(parts)})"

@@ -1,13 +1,688 @@
-"""compute_at and reverse_compute_at."""
+"""compute_at, reverse_compute_at and sample_compute_location (TensorIR semantics).
+
+``compute_at`` moves a producer block under a loop of its consumers so that, in
+each iteration of that loop, it computes just the part of its output the
+consumers there read; ``reverse_compute_at`` moves a consumer under a loop of
+its producers so that it consumes each part as soon as it is written. Both
+rebuild the moved block's loop nest from a region computed by bound analysis
+(``compiler.arith``) over the loops inside the target loop, guard the new nest
+with a predicate where the region may leave the block's domain, and refuse,
+with a ``ScheduleError``, any move that could change what the program computes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Sequence
+
+from compiler.arith import Interval, bound, can_prove, dense_image, normalize, simplify
+from compiler.ir import expr as E
+from compiler.ir.analysis import block_accesses, substitute, uses_var
+from compiler.ir.buffer import Buffer
+from compiler.ir.expr import PrimExpr, Range, Var
+from compiler.ir.function import PrimFunc
+from compiler.ir.node import Node
+from compiler.ir.stmt import (
+    Allocate,
+    Block,
+    BlockRealize,
+    For,
+    ForKind,
+    IfThenElse,
+    IterKind,
+    IterVar,
+    SeqStmt,
+    Stmt,
+    seq,
+    true_predicate,
+)
+from compiler.schedule.errors import ScheduleError
+from compiler.schedule.primitives.inline import compute_inline
 
 
-def compute_at(func, block, loop, preserve_unit_loops):
-    raise NotImplementedError
+def compute_at(
+    func: PrimFunc, block: Block, loop: For, preserve_unit_loops: bool = False
+) -> PrimFunc:
+    """Move producer ``block`` (with a new loop nest) to the start of ``loop``'s body."""
+    move = _Move("compute_at", func, block, loop)
+    producer = move.realize
+    move.require(move.tree.before(producer, loop), "the block comes after the loop")
+    buffer, _ = move.output()
+    move.require(
+        all(p is not buffer for p in func.params),
+        f"its output {buffer.name!r} is a function parameter, so the part no consumer under "
+        "the loop reads would never be written; use reverse_compute_at on its consumer",
+    )
+    writers = move.tree.writers(buffer)
+    move.require(
+        writers == [producer],
+        f"{buffer.name!r} is also written by {_names(w for w in writers if w is not producer)}",
+    )
+    consumers = [r for r in move.tree.readers(buffer) if r is not producer]
+    move.require(bool(consumers), f"no block reads its output {buffer.name!r}")
+    outside = [r for r in consumers if not move.tree.contains(loop, r)]
+    move.require(not outside, f"its consumers {_names(outside)} are not under the loop")
+    move.require_idempotent(buffer)
+    start, end = move.tree.span(producer)[1], move.tree.span(loop)[1]
+    move.require_undisturbed(
+        [r for r in move.tree.realizes_between(start, end) if r is not producer],
+        written=_reads(producer.block) - {id(buffer)},
+        touched=set(),
+    )
+    region = move.region(consumers, buffer, reads=True)
+    return move.install(_spatial_regions(move, buffer, region), preserve_unit_loops, at_end=False)
 
 
-def reverse_compute_at(func, block, loop, preserve_unit_loops):
-    raise NotImplementedError
+def reverse_compute_at(
+    func: PrimFunc, block: Block, loop: For, preserve_unit_loops: bool = False
+) -> PrimFunc:
+    """Move consumer ``block`` (with a new loop nest) to the end of ``loop``'s body.
+
+    In each iteration the block computes exactly the points whose input its one
+    producer under the loop has just written in full, so every value it reads is
+    written in the same iteration (which compact_buffers relies on).
+    """
+    move = _Move("reverse_compute_at", func, block, loop)
+    consumer = move.realize
+    move.require(move.tree.before(loop, consumer), "the block comes before the loop")
+    output, _ = move.output()
+    move.require_idempotent(output)
+    read_ids = _reads(consumer.block)
+    inside = move.tree.realizes_between(*move.tree.span(loop))
+    produced = _unique_buffers(
+        b for r in inside for b in _written_buffers(r.block) if id(b) in read_ids
+    )
+    move.require(bool(produced), "it reads nothing that a block under the loop writes")
+    move.require(
+        len(produced) == 1,
+        f"it reads several buffers written under the loop ({_buffer_names(produced)}); "
+        "it can follow only one producer",
+    )
+    buffer = produced[0]
+    writers = move.tree.writers(buffer)
+    move.require(
+        len(writers) == 1,
+        f"{buffer.name!r}, which it reads, is written by several blocks {_names(writers)}",
+    )
+    after = move.tree.realizes_between(move.tree.span(loop)[1], move.tree.span(consumer)[0])
+    move.require_undisturbed(after, written=read_ids | {id(output)}, touched={id(output)})
+    move.require_undisturbed(inside, written={id(output)}, touched={id(output)})
+    written = _written_box(move, writers[0], buffer)
+    return move.install(
+        _consumer_regions(move, buffer, writers[0], written), preserve_unit_loops, at_end=True
+    )
 
 
-def sample_compute_location(rng, func, block, decision):
-    raise NotImplementedError
+def sample_compute_location(
+    rng: random.Random, func: PrimFunc, block: Block, decision: int | None
+) -> tuple[int, For | None]:
+    """Pick where to compute ``block``: -1 stays at the root, -2 inlines it (offered
+    only when inlining is legal), ``k >= 0`` the k-th loop where compute_at is legal."""
+    loops = compute_at_candidates(func, block)
+    choices = ([-2] if _inlinable(func, block) else []) + [-1] + list(range(len(loops)))
+    if decision is None:
+        index = rng.choice(choices)
+    elif decision in choices:
+        index = decision
+    else:
+        raise ScheduleError(
+            f"sample_compute_location of block {block.name!r}: decision {decision} is not "
+            f"one of the legal locations {choices} (-1 root, -2 inline, k the k-th loop of "
+            f"{[loop.loop_var.name for loop in loops]})"
+        )
+    return index, (loops[index] if index >= 0 else None)
+
+
+def compute_at_candidates(func: PrimFunc, block: Block) -> list[For]:
+    """Every loop, outermost first, that ``block`` can be computed at."""
+    legal: list[For] = []
+    for loop in _ProgramTree(func.body).loops():
+        try:
+            compute_at(func, block, loop, preserve_unit_loops=True)
+        except ScheduleError:
+            continue
+        legal.append(loop)
+    return legal
+
+
+def _inlinable(func: PrimFunc, block: Block) -> bool:
+    """Whether compute_inline of ``block`` is legal; a reduction or a block whose
+    output is a parameter never is."""
+    written = _written_buffers(block)
+    if block.is_reduction or len(written) != 1 or any(p is written[0] for p in func.params):
+        return False
+    try:
+        compute_inline(func, block)
+    except ScheduleError:
+        return False
+    return True
+
+
+# the move -----------------------------------------------------------------------------
+
+
+class _Move:
+    """The block, the loop and the checks both primitives share."""
+
+    def __init__(self, primitive: str, func: PrimFunc, block: Block, loop: For) -> None:
+        self.primitive = primitive
+        self.func = func
+        self.block = block
+        self.loop = loop
+        self.tree = _ProgramTree(func.body)
+        realize = self.tree.realize_of(block)
+        self.require(realize is not None, "the block is not in this function")
+        self.require(self.tree.has(loop), "the loop is not in this function")
+        self.require(block is not func.root_block, "the root block cannot move")
+        assert realize is not None
+        self.realize = realize
+        self.require(not self.tree.contains(realize, loop), "the loop is inside the block")
+        self.require(not self.tree.contains(loop, realize), "the block is already under the loop")
+        self.require(
+            self.tree.scope(realize) is self.tree.scope(loop),
+            "the block and the loop are in different block scopes",
+        )
+
+    def fail(self, reason: str) -> ScheduleError:
+        return ScheduleError(
+            f"{self.primitive} of block {self.block.name!r} at loop "
+            f"{self.loop.loop_var.name!r}: {reason}"
+        )
+
+    def require(self, condition: bool, reason: str) -> None:
+        if not condition:
+            raise self.fail(reason)
+
+    def output(self) -> tuple[Buffer, list[IterVar]]:
+        """The one buffer the block writes and, per dimension, the spatial block
+        variable that indexes it."""
+        dims = output_dims(self.block)
+        if isinstance(dims, str):
+            raise self.fail(dims)
+        return dims
+
+    def require_idempotent(self, buffer: Buffer) -> None:
+        """A block that reads what it writes must start from its init each time, or
+        computing a point twice (overlapping regions) would accumulate twice."""
+        reads_itself = id(buffer) in _reads(self.block)
+        self.require(
+            not reads_itself or self.block.init is not None,
+            f"it updates {buffer.name!r} in place without an init, so it cannot be recomputed",
+        )
+
+    def require_undisturbed(
+        self, others: Sequence[BlockRealize], written: set[int], touched: set[int]
+    ) -> None:
+        """None of ``others`` (the blocks the move reorders the block against) may write
+        a buffer in ``written`` or access one in ``touched``."""
+        for other in others:
+            if other is self.realize:
+                continue
+            clash = [b for b in _written_buffers(other.block) if id(b) in written]
+            clash += [b for b in _read_buffers(other.block) if id(b) in touched]
+            if clash:
+                raise self.fail(
+                    f"block {other.block.name!r} accesses {clash[0].name!r} in between, "
+                    "so moving the block would change what it computes"
+                )
+
+    def region(
+        self, realizes: Sequence[BlockRealize], buffer: Buffer, reads: bool
+    ) -> list[Interval]:
+        """The part of ``buffer`` that ``realizes`` read (or write) in one iteration of
+        the loop, per dimension."""
+        result: list[Interval] | None = None
+        for realize in realizes:
+            for indices in self.accesses(realize, buffer, reads):
+                dims = [bound(i, self.inner_ranges(realize)) for i in indices]
+                result = (
+                    dims
+                    if result is None
+                    else [a.union(b) for a, b in zip(result, dims, strict=True)]
+                )
+        assert result is not None
+        return result
+
+    def accesses(
+        self, realize: BlockRealize, buffer: Buffer, reads: bool
+    ) -> list[tuple[PrimExpr, ...]]:
+        """Index tuples of ``realize``'s accesses to ``buffer`` in loop variables."""
+        mapping = self.tree.bindings_below(self.loop, realize)
+        found_reads, found_writes = block_accesses(realize.block)
+        regions = found_reads if reads else found_writes
+        return [
+            tuple(substitute(r.min, mapping) for r in region.region)
+            for region in regions
+            if region.buffer is buffer
+        ]
+
+    def inner_ranges(self, realize: BlockRealize) -> dict[Var, Range]:
+        return self.tree.loop_ranges_below(self.loop, realize)
+
+    def fixed_ranges(self) -> dict[Var, Range]:
+        """Ranges of the loop and the loops around it: fixed in one iteration."""
+        return self.tree.loop_ranges_above(self.loop)
+
+    def install(
+        self, regions: dict[int, Interval], preserve_unit_loops: bool, at_end: bool
+    ) -> PrimFunc:
+        nest = _block_nest(self.realize, regions, self.fixed_ranges(), preserve_unit_loops)
+        body = self.tree.move(self.realize, self.loop, nest, at_end)
+        return dataclasses.replace(self.func, body=body)
+
+
+def output_dims(block: Block) -> tuple[Buffer, list[IterVar]] | str:
+    """The buffer ``block`` writes and the spatial variable indexing each of its
+    dimensions, or the reason the block does not have that form."""
+    _, writes = block_accesses(block)
+    buffers = _unique_buffers(w.buffer for w in writes)
+    if len(buffers) != 1:
+        return f"it writes {len(buffers)} buffers ({_buffer_names(buffers)}), not exactly one"
+    spatial = {id(iv.var): iv for iv in block.iter_vars if iv.kind is IterKind.SPATIAL}
+    dims: list[IterVar] | None = None
+    for write in writes:
+        indices = [r.min for r in write.region]
+        found = [spatial.get(id(i)) for i in indices]
+        ok = all(iv is not None for iv in found) and len({id(iv) for iv in found}) == len(spatial)
+        if not ok or len(found) != len(spatial):
+            return (
+                f"it writes {buffers[0].name}[{', '.join(str(i) for i in indices)}], not "
+                "indexed by its spatial block variables one per dimension"
+            )
+        if dims is not None and any(a is not b for a, b in zip(dims, found, strict=True)):
+            return f"it writes {buffers[0].name!r} at two different index orders"
+        dims = found  # type: ignore[assignment]
+    assert dims is not None
+    return buffers[0], dims
+
+
+def _spatial_regions(move: _Move, buffer: Buffer, region: list[Interval]) -> dict[int, Interval]:
+    _, dims = move.output()
+    return {id(iv.var): interval for iv, interval in zip(dims, region, strict=True)}
+
+
+def _written_box(move: _Move, writer: BlockRealize, buffer: Buffer) -> list[Interval]:
+    """Per dimension of ``buffer``, the interval ``writer`` writes completely (every
+    point inside the writer's domain, with every reduction step) in one iteration."""
+    what = f"producer {writer.block.name!r}"
+    dims = output_dims(writer.block)
+    if isinstance(dims, str):
+        raise move.fail(f"{what}: {dims}")
+    _, writer_dims = dims
+    below = move.tree.path(writer)[len(move.tree.path(move.loop)) + 1 :]
+    move.require(
+        all(isinstance(n, (For, SeqStmt)) for n in below),
+        f"{what} sits under a condition or a nested block inside the loop",
+    )
+    fixed = move.fixed_ranges()
+    inner = move.inner_ranges(writer)
+    values = {
+        id(iv.var): v for iv, v in zip(writer.block.iter_vars, writer.iter_values, strict=True)
+    }
+    for iv in writer.block.iter_vars:
+        if iv.kind is IterKind.REDUCE:
+            move.require(
+                not any(uses_var(values[id(iv.var)], v) for v in fixed),
+                f"the loop runs part of the reduction of {what}, so {buffer.name!r} is "
+                "only final after the loop",
+            )
+    box: list[Interval] = []
+    for iv in writer_dims:
+        image = dense_image(values[id(iv.var)], inner)
+        move.require(
+            image is not None,
+            f"{what} binds {iv.var.name} = {values[id(iv.var)]}, which does not visit a "
+            "contiguous range exactly in one iteration",
+        )
+        box.append(image)  # type: ignore[arg-type]
+    for guard in _conjuncts(writer.predicate):
+        move.require(
+            _is_domain_guard(guard, writer_dims, values, fixed),
+            f"{what} has the predicate {guard}, which may skip points inside its domain",
+        )
+    return box
+
+
+def _conjuncts(e: PrimExpr) -> list[PrimExpr]:
+    if isinstance(e, E.And):
+        return _conjuncts(e.a) + _conjuncts(e.b)
+    return [] if _is_true(e) else [e]
+
+
+def _is_domain_guard(
+    guard: PrimExpr, dims: list[IterVar], values: dict[int, PrimExpr], fixed: dict[Var, Range]
+) -> bool:
+    """Whether ``guard`` only excludes points outside the block's domain: it reads
+    ``binding < end`` or ``binding >= start`` for an end past (a start before) the
+    domain of the variable the binding is for."""
+    if isinstance(guard, (E.GT, E.GE)):
+        flipped = E.LT if isinstance(guard, E.GT) else E.LE
+        guard = flipped(guard.b, guard.a)
+    if not isinstance(guard, (E.LT, E.LE)):
+        return False
+    strict = isinstance(guard, E.LT)
+    for iv in dims:
+        value = values[id(iv.var)]
+        dom_end = iv.dom.min + iv.dom.extent
+        upper = _offset(guard.a, value)
+        if upper is not None:
+            limit = guard.b - upper if strict else guard.b - upper + 1
+            if can_prove(limit >= dom_end, fixed):
+                return True
+        lower = _offset(guard.b, value)
+        if lower is not None:
+            start = guard.a - lower + 1 if strict else guard.a - lower
+            if can_prove(start <= iv.dom.min, fixed):
+                return True
+    return False
+
+
+def _offset(e: PrimExpr, value: PrimExpr) -> int | None:
+    """``c`` when ``e == value + c`` for a constant ``c``."""
+    difference = normalize(e - value)
+    return difference.value if isinstance(difference, E.IntImm) else None
+
+
+def _consumer_regions(
+    move: _Move, buffer: Buffer, writer: BlockRealize, written: list[Interval]
+) -> dict[int, Interval]:
+    """The consumer's spatial region: the points whose input was written in the
+    iteration; it must read ``buffer`` at its own spatial variables."""
+    spatial = {id(iv.var): iv for iv in move.block.iter_vars if iv.kind is IterKind.SPATIAL}
+    reads, _ = block_accesses(move.block)
+    order: list[IterVar] | None = None
+    for read in reads:
+        if read.buffer is not buffer:
+            continue
+        found = [spatial.get(id(r.min)) for r in read.region]
+        move.require(
+            all(iv is not None for iv in found) and len({id(iv) for iv in found}) == len(found),
+            f"it reads {buffer.name}[{', '.join(str(r.min) for r in read.region)}], not at "
+            "distinct spatial block variables, so its region cannot follow the producer's",
+        )
+        move.require(
+            order is None or all(a is b for a, b in zip(order, found, strict=True)),
+            f"it reads {buffer.name!r} in two index orders",
+        )
+        order = found  # type: ignore[assignment]
+    assert order is not None
+    writer_dims = output_dims(writer.block)
+    assert not isinstance(writer_dims, str)
+    for iv, wiv in zip(order, writer_dims[1], strict=True):
+        move.require(
+            _domain_within(iv.dom, wiv.dom),
+            f"its variable {iv.var.name} ranges over {iv.dom}, beyond what producer "
+            f"{writer.block.name!r} writes ({wiv.dom})",
+        )
+    return {id(iv.var): interval for iv, interval in zip(order, written, strict=True)}
+
+
+def _domain_within(inner: Range, outer: Range) -> bool:
+    low = normalize(inner.min - outer.min)
+    high = normalize(outer.min + outer.extent - (inner.min + inner.extent))
+    return _nonneg_const(low) and _nonneg_const(high)
+
+
+def _nonneg_const(e: PrimExpr) -> bool:
+    return isinstance(e, E.IntImm) and e.value >= 0
+
+
+# the new loop nest ----------------------------------------------------------------
+
+
+def _block_nest(
+    realize: BlockRealize,
+    regions: dict[int, Interval],
+    fixed: dict[Var, Range],
+    preserve_unit_loops: bool,
+) -> Stmt:
+    """Loops over the block's variables: spatial ones over their region, reduce ones
+    (and spatial ones the region leaves open) over their domain; a predicate keeps
+    every instance inside the block's domain."""
+    block = realize.block
+    loops: list[tuple[Var, PrimExpr]] = []
+    known: dict[Var, Range] = dict(fixed)
+    bindings: list[PrimExpr] = []
+    guards: list[PrimExpr] = []
+    for iv in block.iter_vars:
+        dom_end = normalize(iv.dom.min + iv.dom.extent)
+        region = regions.get(id(iv.var), Interval(None, None))
+        low = iv.dom.min if region.min is None else region.min
+        high = normalize(dom_end - 1) if region.max is None else region.max
+        extent = simplify(high - low + 1, known)
+        if _is_one(extent) and not preserve_unit_loops:
+            value = low
+        else:
+            loop_var = Var(f"ax{len(loops)}", iv.var.dtype)
+            loops.append((loop_var, extent))
+            known[loop_var] = Range(E.const(0, loop_var.dtype), extent)
+            value = normalize(low + loop_var)
+        bindings.append(value)
+        if region.min is not None:
+            guards.append(value >= iv.dom.min)
+        if region.max is not None:
+            guards.append(value < dom_end)
+    predicate: PrimExpr = true_predicate()
+    for guard in guards:
+        guard = simplify(guard, known)
+        if not (isinstance(guard, E.IntImm) and guard.value):
+            predicate = guard if _is_true(predicate) else E.And(predicate, guard)
+    stmt: Stmt = BlockRealize(tuple(bindings), predicate, block)
+    for loop_var, extent in reversed(loops):
+        stmt = For(loop_var, E.const(0, loop_var.dtype), extent, ForKind.SERIAL, stmt)
+    return stmt
+
+
+def _is_one(e: PrimExpr) -> bool:
+    return isinstance(e, E.IntImm) and e.value == 1
+
+
+def _is_true(e: PrimExpr) -> bool:
+    return isinstance(e, E.IntImm) and bool(e.value)
+
+
+# small helpers -------------------------------------------------------------------
+
+
+def _reads(block: Block) -> set[int]:
+    return {id(b) for b in _read_buffers(block)}
+
+
+def _read_buffers(block: Block) -> list[Buffer]:
+    reads, _ = block_accesses(block)
+    return _unique_buffers(r.buffer for r in reads)
+
+
+def _written_buffers(block: Block) -> list[Buffer]:
+    _, writes = block_accesses(block)
+    return _unique_buffers(w.buffer for w in writes)
+
+
+def _unique_buffers(buffers: object) -> list[Buffer]:
+    found: dict[int, Buffer] = {}
+    for b in buffers:  # type: ignore[attr-defined]
+        found.setdefault(id(b), b)
+    return list(found.values())
+
+
+def _names(realizes: object) -> str:
+    return ", ".join(repr(r.block.name) for r in realizes)  # type: ignore[attr-defined]
+
+
+def _buffer_names(buffers: list[Buffer]) -> str:
+    return ", ".join(b.name for b in buffers)
+
+
+# program order ---------------------------------------------------------------------
+
+
+class _ProgramTree:
+    """Program-order facts about a function body: each statement's preorder span
+    (a subtree is a contiguous span, so "inside" and "before" are comparisons),
+    parents, and which blocks read and write which buffers."""
+
+    def __init__(self, root: Stmt) -> None:
+        self.root = root
+        self.spans: dict[int, tuple[int, int]] = {}
+        self.parents: dict[int, Node] = {}
+        self.realizes: list[BlockRealize] = []
+        self.for_loops: list[For] = []
+        self.counter = 0
+        self._walk(root)
+        self.access: dict[int, tuple[set[int], set[int]]] = {
+            id(r): (_reads(r.block), {id(b) for b in _written_buffers(r.block)})
+            for r in self.realizes
+        }
+
+    def _walk(self, node: Stmt) -> None:
+        start = self.counter
+        self.counter += 1
+        if isinstance(node, BlockRealize):
+            self.realizes.append(node)
+        elif isinstance(node, For):
+            self.for_loops.append(node)
+        for child in _stmt_children(node):
+            self.parents[id(child)] = node
+            self._walk(child)
+        self.spans[id(node)] = (start, self.counter)
+
+    # queries ---------------------------------------------------------------------
+
+    def has(self, node: Node) -> bool:
+        return id(node) in self.spans
+
+    def span(self, node: Node) -> tuple[int, int]:
+        return self.spans[id(node)]
+
+    def contains(self, outer: Node, inner: Node) -> bool:
+        """Whether ``inner`` is strictly inside ``outer``."""
+        o, i = self.spans[id(outer)], self.spans[id(inner)]
+        return o[0] < i[0] < o[1]
+
+    def before(self, a: Node, b: Node) -> bool:
+        """Whether ``a`` (and all of it) runs before ``b`` starts."""
+        return self.spans[id(a)][1] <= self.spans[id(b)][0]
+
+    def loops(self) -> list[For]:
+        return list(self.for_loops)
+
+    def realize_of(self, block: Block) -> BlockRealize | None:
+        return next((r for r in self.realizes if r.block is block), None)
+
+    def realizes_between(self, start: int, end: int) -> list[BlockRealize]:
+        return [r for r in self.realizes if start <= self.spans[id(r)][0] < end]
+
+    def writers(self, buffer: Buffer) -> list[BlockRealize]:
+        return [r for r in self.realizes if id(buffer) in self.access[id(r)][1]]
+
+    def readers(self, buffer: Buffer) -> list[BlockRealize]:
+        return [r for r in self.realizes if id(buffer) in self.access[id(r)][0]]
+
+    def path(self, node: Node) -> list[Node]:
+        """The ancestors of ``node``, outermost first."""
+        out: list[Node] = []
+        current = self.parents.get(id(node))
+        while current is not None:
+            out.append(current)
+            current = self.parents.get(id(current))
+        return out[::-1]
+
+    def scope(self, node: Node) -> Block | None:
+        """The innermost block around ``node`` (not a realized block itself)."""
+        return next((n for n in reversed(self.path(node)) if isinstance(n, Block)), None)
+
+    def loop_ranges_above(self, loop: For) -> dict[Var, Range]:
+        chain = [n for n in self.path(loop) if isinstance(n, For)] + [loop]
+        return {f.loop_var: Range(f.min, f.extent) for f in chain}
+
+    def bindings_below(self, loop: For, realize: BlockRealize) -> dict[Var, PrimExpr]:
+        """Block variables of ``realize`` (and of blocks between it and ``loop``) as
+        expressions of loop variables."""
+        mapping: dict[Var, PrimExpr] = {}
+        for node in [*self._below(loop, realize), realize]:
+            if isinstance(node, BlockRealize):
+                for iv, value in zip(node.block.iter_vars, node.iter_values, strict=True):
+                    mapping[iv.var] = substitute(value, mapping)
+        return mapping
+
+    def loop_ranges_below(self, loop: For, realize: BlockRealize) -> dict[Var, Range]:
+        """Ranges of the loops between ``loop`` and ``realize``: what varies within
+        one iteration of ``loop``."""
+        mapping: dict[Var, PrimExpr] = {}
+        ranges: dict[Var, Range] = {}
+        for node in self._below(loop, realize):
+            if isinstance(node, For):
+                ranges[node.loop_var] = Range(
+                    substitute(node.min, mapping), substitute(node.extent, mapping)
+                )
+            elif isinstance(node, BlockRealize):
+                for iv, value in zip(node.block.iter_vars, node.iter_values, strict=True):
+                    mapping[iv.var] = substitute(value, mapping)
+        return ranges
+
+    def _below(self, loop: For, node: Node) -> list[Node]:
+        path = self.path(node)
+        return path[next(k for k, n in enumerate(path) if n is loop) + 1 :]
+
+    # the edit --------------------------------------------------------------------
+
+    def move(self, realize: BlockRealize, loop: For, nest: Stmt, at_end: bool) -> Stmt:
+        """The body with ``realize`` removed (and the loops left empty by that) and
+        ``nest`` put at the start (or end) of ``loop``'s body."""
+
+        def rebuild(node: Stmt) -> Stmt | None:
+            if node is realize:
+                return None
+            if node is loop:
+                body = rebuild(loop.body)
+                assert body is not None
+                parts = (body, nest) if at_end else (nest, body)
+                return dataclasses.replace(loop, body=seq(*parts))
+            if not (self.contains(node, realize) or self.contains(node, loop)):
+                return node
+            return _rebuild_stmt(node, rebuild)
+
+        result = rebuild(self.root)
+        assert result is not None
+        return result
+
+
+def _stmt_children(node: Stmt) -> list[Stmt]:
+    if isinstance(node, SeqStmt):
+        return list(node.seq)
+    if isinstance(node, (For, Allocate)):
+        return [node.body]
+    if isinstance(node, BlockRealize):
+        return [node.block]
+    if isinstance(node, Block):
+        return [s for s in (node.init, node.body) if s is not None]
+    if isinstance(node, IfThenElse):
+        return [s for s in (node.then_case, node.else_case) if s is not None]
+    return []
+
+
+def _rebuild_stmt(node: Stmt, rebuild: object) -> Stmt | None:
+    """``node`` with its statement children rebuilt; None when nothing is left."""
+    fn = rebuild  # type: ignore[assignment]
+    if isinstance(node, SeqStmt):
+        kept = [s for s in (fn(c) for c in node.seq) if s is not None]  # type: ignore[operator]
+        return seq(*kept) if kept else None
+    if isinstance(node, (For, Allocate)):
+        body = fn(node.body)  # type: ignore[operator]
+        return None if body is None else dataclasses.replace(node, body=body)
+    if isinstance(node, BlockRealize):
+        block = fn(node.block)  # type: ignore[operator]
+        return None if block is None else dataclasses.replace(node, block=block)
+    if isinstance(node, Block):
+        body = fn(node.body)  # type: ignore[operator]
+        return dataclasses.replace(node, body=SeqStmt(()) if body is None else body)
+    if isinstance(node, IfThenElse):
+        then_case = fn(node.then_case)  # type: ignore[operator]
+        else_case = None if node.else_case is None else fn(node.else_case)  # type: ignore[operator]
+        if then_case is None and else_case is None:
+            return None
+        if then_case is None:
+            return IfThenElse(E.Not(node.condition), else_case)  # type: ignore[arg-type]
+        return IfThenElse(node.condition, then_case, else_case)
+    return node

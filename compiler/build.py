@@ -1,0 +1,52 @@
+"""``compiler.build``: lower, generate LLVM code, compile and load, in one call."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from compiler.codegen.llvm_build import compile_ir, jit_load
+from compiler.codegen.llvm_module import emit_module
+from compiler.codegen.target import LLVMTarget, target_machine
+from compiler.lower.pipeline import lower_func, to_ir_module
+from compiler.runtime.module import Function, Module
+from compiler.runtime.signature import FuncSignature
+
+SYMBOL_PREFIX = "tensortune_"
+
+
+def build(
+    obj: Any,
+    args: Sequence[Any] | None = None,
+    target: str | LLVMTarget = "llvm",
+    name: str = "main",
+) -> Module:
+    """Compile ``obj`` for a CPU and load it into this process.
+
+    ``obj`` is an IRModule, a PrimFunc (named by its ``global_symbol``), a Schedule
+    (its ``.mod``) or a TE-style schedule (``build(s, [A, B, C])``). ``target`` is
+    ``"llvm"`` for this machine or e.g. ``"llvm -mcpu=znver3 -num-cores=2"``.
+    """
+    llvm_target = LLVMTarget.parse(target)
+    mod = to_ir_module(obj, args, name)
+    lowered = {func_name: lower_func(func) for func_name, func in mod.items()}
+    signatures = _signatures(mod)
+    tm = target_machine(llvm_target)
+    text = emit_module(lowered, signatures, llvm_target.num_cores, tm.triple, str(tm.target_data))
+    compiled = compile_ir(text, llvm_target)
+    keepalive, addresses = jit_load(compiled.object_code, [s.symbol for s in signatures])
+    functions = {s.name: Function(s, addresses[s.symbol], keepalive) for s in signatures}
+    return Module(functions, source=compiled, object_code=compiled.object_code)
+
+
+def _signatures(mod: Any) -> list[FuncSignature]:
+    taken: set[str] = set()
+    signatures = []
+    for func_name, func in mod.items():
+        base = SYMBOL_PREFIX + "".join(c if c.isalnum() else "_" for c in func_name)
+        symbol, n = base, 1
+        while symbol in taken:
+            symbol, n = f"{base}_{n}", n + 1
+        taken.add(symbol)
+        signatures.append(FuncSignature.from_prim_func(func_name, symbol, func))
+    return signatures

@@ -1,0 +1,70 @@
+"""Module-wide state of one LLVM module being written: declarations, loop metadata,
+outlined functions, and the symbol names already taken."""
+
+from __future__ import annotations
+
+import re
+
+# Attribute group #1: pure math functions (libm's erff, tanhf ...). Declaring them
+# without side effects lets LLVM hoist and vectorize around them.
+PURE_FUNCTION_ATTRS = "attributes #1 = { nounwind willreturn memory(none) }"
+KERNEL_ATTRS = 'attributes #0 = { nounwind "frame-pointer"="none" "no-trapping-math"="true" }'
+
+
+class ModuleContext:
+    def __init__(self, num_threads: int) -> None:
+        self.num_threads = num_threads
+        self.functions: list[str] = []
+        self._declarations: dict[str, str] = {}
+        self._metadata: list[str] = []
+        self._metadata_count = 0
+        self._symbols: set[str] = set()
+
+    def declare(self, name: str, signature: str) -> str:
+        """Declare an external function once; ``signature`` is ``"ret (args) attrs"``
+        written as ``"float (float) #1"``. Returns the callee spelling ``@name``."""
+        if name not in self._declarations:
+            ret, _, rest = signature.partition(" ")
+            self._declarations[name] = f"declare {ret} @{name}{rest}"
+        return f"@{name}"
+
+    def symbol(self, wanted: str) -> str:
+        """A fresh global symbol name close to ``wanted``."""
+        base = re.sub(r"[^A-Za-z0-9_]", "_", wanted)
+        name, n = base, 1
+        while name in self._symbols:
+            name = f"{base}_{n}"
+            n += 1
+        self._symbols.add(name)
+        return name
+
+    def loop_metadata(self, properties: list[str]) -> str:
+        """A distinct ``llvm.loop`` node holding ``properties`` such as
+        ``'!"llvm.loop.vectorize.enable", i1 true'``; returns its reference."""
+        loop_id = self._new_metadata_id()
+        refs = [loop_id]
+        for prop in properties:
+            prop_id = self._new_metadata_id()
+            self._metadata.append(f"{prop_id} = !{{{prop}}}")
+            refs.append(prop_id)
+        self._metadata.append(f"{loop_id} = distinct !{{{', '.join(refs)}}}")
+        return loop_id
+
+    def _new_metadata_id(self) -> str:
+        self._metadata_count += 1
+        return f"!{self._metadata_count}"
+
+    def text(self, header: list[str], globals_: list[str]) -> str:
+        parts = [
+            *header,
+            "",
+            *globals_,
+            "",
+            *self._declarations.values(),
+            "",
+            *self.functions,
+            KERNEL_ATTRS,
+            PURE_FUNCTION_ATTRS,
+            *self._metadata,
+        ]
+        return "\n".join(parts) + "\n"

@@ -1,0 +1,361 @@
+"""Expressions to textual LLVM IR.
+
+Every expression is emitted in one of two modes. *Value* mode computes in the
+expression's own dtype, with that dtype's wrap-around. *Index* mode computes
+integers in i64: buffer offsets, loop bounds, allocation sizes and integer
+comparisons, so ``i * n + j`` cannot overflow for big buffers and loop
+variables (which live in i64) need no truncation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from compiler.codegen.llvm_context import ModuleContext
+from compiler.codegen.llvm_types import (
+    INDEX_TYPE,
+    CodegenError,
+    bits,
+    byte_size,
+    float_literal,
+    int_literal,
+    is_signed,
+    storage_type,
+    value_type,
+)
+from compiler.ir import expr as E
+from compiler.ir.buffer import Buffer
+from compiler.ir.expr import PrimExpr
+from compiler.ir.node import Node, visit
+
+FLOAT_FLAGS = "contract"
+
+_INT_ARITH = {E.Add: "add", E.Sub: "sub", E.Mul: "mul"}
+_FLOAT_ARITH = {E.Add: "fadd", E.Sub: "fsub", E.Mul: "fmul", E.Div: "fdiv"}
+_SIGNED_CMP = {E.EQ: "eq", E.NE: "ne", E.LT: "slt", E.LE: "sle", E.GT: "sgt", E.GE: "sge"}
+_UNSIGNED_CMP = {E.EQ: "eq", E.NE: "ne", E.LT: "ult", E.LE: "ule", E.GT: "ugt", E.GE: "uge"}
+# Ordered comparisons are false on NaN; != is unordered, true on NaN (as in numpy).
+_FLOAT_CMP = {E.EQ: "oeq", E.NE: "une", E.LT: "olt", E.LE: "ole", E.GT: "ogt", E.GE: "oge"}
+# LLVM intrinsics vectorize (as vector code or as scalarized libm calls); erf has none,
+# so it is a call of libm's erff/erf, declared pure.
+_LLVM_MATH = ("exp", "log", "sqrt", "tanh", "fabs", "floor", "ceil", "pow")
+
+
+class ExprEmitter:
+    """Writes the instructions of one LLVM function; expressions live here,
+    statements in the subclass."""
+
+    def __init__(self, module: ModuleContext, name: str) -> None:
+        self.module = module
+        self.name = name
+        self.allocas: list[str] = []
+        self.lines: list[str] = []
+        self.vars: dict[int, str] = {}
+        self.buffers: dict[int, str] = {}
+        self.current_label = "entry"
+        self._count = 0
+
+    # instruction plumbing -----------------------------------------------------
+
+    def fresh(self, hint: str = "t") -> str:
+        self._count += 1
+        return f"%{hint}{self._count}"
+
+    def label(self, hint: str) -> str:
+        self._count += 1
+        return f"{hint}{self._count}"
+
+    def emit(self, instruction: str) -> None:
+        self.lines.append("  " + instruction)
+
+    def assign(self, instruction: str, hint: str = "t") -> str:
+        name = self.fresh(hint)
+        self.emit(f"{name} = {instruction}")
+        return name
+
+    def start_block(self, label: str) -> None:
+        self.lines.append(f"{label}:")
+        self.current_label = label
+
+    def branch(self, label: str, metadata: str = "") -> None:
+        suffix = f", !llvm.loop {metadata}" if metadata else ""
+        self.emit(f"br label %{label}{suffix}")
+
+    # expressions --------------------------------------------------------------
+
+    def expr(self, e: PrimExpr, index: bool = False) -> str:
+        """Emit ``e``; returns the SSA name or constant of type ``value_type(e.dtype, index)``."""
+        handler = _HANDLERS.get(type(e))
+        if handler is None:
+            for cls, candidate in _HANDLERS.items():
+                if isinstance(e, cls):
+                    handler = candidate
+                    break
+        if handler is None:
+            raise CodegenError(f"cannot generate code for {type(e).__name__} {e}; lower it first")
+        return handler(self, e, index)
+
+    def typed(self, e: PrimExpr, dtype: str, index: bool = False) -> str:
+        """Emit ``e`` converted to ``dtype`` (a no-op when it already has it)."""
+        if e.dtype == dtype:
+            return self.expr(e, index)
+        return self.convert(e, dtype, index)
+
+    def condition(self, e: PrimExpr) -> str:
+        """Emit ``e`` as an i1 truth value."""
+        return self.typed(e, "bool")
+
+    def _var(self, e: E.Var, index: bool) -> str:
+        value = self.vars.get(id(e))
+        if value is None:
+            raise CodegenError(
+                f"variable {e.name!r} is used in function {self.name!r} but never defined; "
+                "is it a loop variable used outside its loop?"
+            )
+        if E.is_int(e.dtype):
+            return self.resize(value, INDEX_TYPE, value_type(e.dtype, index), signed=True)
+        return value
+
+    def _int_imm(self, e: E.IntImm, index: bool) -> str:
+        return int_literal(e.value, e.dtype, index)
+
+    def _float_imm(self, e: E.FloatImm, index: bool) -> str:
+        return float_literal(e.value, e.dtype)
+
+    def _binary(self, e: E.BinaryOp, index: bool) -> str:
+        if isinstance(e, (E.And, E.Or)):
+            op = "and" if isinstance(e, E.And) else "or"
+            return self.assign(f"{op} i1 {self.condition(e.a)}, {self.condition(e.b)}")
+        if isinstance(e, E.CmpOp):
+            return self._compare(e)
+        a, b = self.typed(e.a, e.dtype, index), self.typed(e.b, e.dtype, index)
+        ty = value_type(e.dtype, index)
+        if E.is_float(e.dtype):
+            return self._float_binary(e, ty, a, b)
+        if E.is_int(e.dtype):
+            return self._int_binary(e, ty, a, b, index)
+        raise CodegenError(f"arithmetic {type(e).__name__} on {e.dtype} values is not supported")
+
+    def _float_binary(self, e: E.BinaryOp, ty: str, a: str, b: str) -> str:
+        op = _FLOAT_ARITH.get(type(e))
+        if op is not None:
+            return self.assign(f"{op} {FLOAT_FLAGS} {ty} {a}, {b}")
+        if isinstance(e, (E.Min, E.Max)):
+            pred = "olt" if isinstance(e, E.Min) else "ogt"
+            less = self.assign(f"fcmp {pred} {ty} {a}, {b}")
+            return self.assign(f"select i1 {less}, {ty} {a}, {ty} {b}")
+        quotient = self.assign(f"fdiv {FLOAT_FLAGS} {ty} {a}, {b}")
+        floor = self.call_llvm_math("floor", ty, [quotient])
+        if isinstance(e, E.FloorDiv):
+            return floor
+        product = self.assign(f"fmul {FLOAT_FLAGS} {ty} {floor}, {b}")
+        return self.assign(f"fsub {FLOAT_FLAGS} {ty} {a}, {product}")
+
+    def _int_binary(self, e: E.BinaryOp, ty: str, a: str, b: str, index: bool) -> str:
+        signed = index or is_signed(e.dtype)
+        op = _INT_ARITH.get(type(e))
+        if op is not None:
+            flags = " nsw" if index else ""
+            return self.assign(f"{op}{flags} {ty} {a}, {b}")
+        if isinstance(e, (E.Min, E.Max)):
+            name = ("s" if signed else "u") + ("min" if isinstance(e, E.Min) else "max")
+            callee = self.module.declare(f"llvm.{name}.{ty}", f"{ty} ({ty}, {ty})")
+            return self.assign(f"call {ty} {callee}({ty} {a}, {ty} {b})")
+        if not signed:
+            op = "urem" if isinstance(e, E.FloorMod) else "udiv"
+            return self.assign(f"{op} {ty} {a}, {b}")
+        if isinstance(e, E.Div):
+            return self.assign(f"sdiv {ty} {a}, {b}")
+        return self._floor_div_mod(isinstance(e, E.FloorMod), ty, a, b)
+
+    def _floor_div_mod(self, is_mod: bool, ty: str, a: str, b: str) -> str:
+        """Floor semantics from C's truncating sdiv/srem: adjust by one step when the
+        remainder is non-zero and its sign differs from the divisor's."""
+        remainder = self.assign(f"srem {ty} {a}, {b}")
+        signs = self.assign(f"xor {ty} {remainder}, {b}")
+        differ = self.assign(f"icmp slt {ty} {signs}, 0")
+        nonzero = self.assign(f"icmp ne {ty} {remainder}, 0")
+        adjust = self.assign(f"and i1 {differ}, {nonzero}")
+        if is_mod:
+            step = self.assign(f"select i1 {adjust}, {ty} {b}, {ty} 0")
+            return self.assign(f"add {ty} {remainder}, {step}")
+        quotient = self.assign(f"sdiv {ty} {a}, {b}")
+        step = self.assign(f"zext i1 {adjust} to {ty}")
+        return self.assign(f"sub {ty} {quotient}, {step}")
+
+    def _compare(self, e: E.CmpOp) -> str:
+        dtype = E.promote(e.a.dtype, e.b.dtype)
+        if E.is_float(dtype):
+            ty = value_type(dtype)
+            a, b = self.typed(e.a, dtype), self.typed(e.b, dtype)
+            return self.assign(f"fcmp {_FLOAT_CMP[type(e)]} {ty} {a}, {b}")
+        if dtype == "bool":
+            a, b = self.condition(e.a), self.condition(e.b)
+            return self.assign(f"icmp {_UNSIGNED_CMP[type(e)]} i1 {a}, {b}")
+        a, b = self.typed(e.a, dtype, index=True), self.typed(e.b, dtype, index=True)
+        return self.assign(f"icmp {_SIGNED_CMP[type(e)]} {INDEX_TYPE} {a}, {b}")
+
+    def _not(self, e: E.Not, index: bool) -> str:
+        return self.assign(f"xor i1 {self.condition(e.a)}, true")
+
+    def _select(self, e: E.Select, index: bool) -> str:
+        """A ``select`` when both sides are cheap and safe to evaluate; otherwise
+        branches, so a guarded load (padding) is never executed out of bounds."""
+        ty = value_type(e.dtype, index)
+        cond = self.condition(e.condition)
+        if not (_has_load(e.true_value) or _has_load(e.false_value)):
+            t = self.typed(e.true_value, e.dtype, index)
+            f = self.typed(e.false_value, e.dtype, index)
+            return self.assign(f"select i1 {cond}, {ty} {t}, {ty} {f}")
+        then_label, else_label, end_label = (
+            self.label("sel.then"),
+            self.label("sel.else"),
+            self.label("sel.end"),
+        )
+        self.emit(f"br i1 {cond}, label %{then_label}, label %{else_label}")
+        self.start_block(then_label)
+        t = self.typed(e.true_value, e.dtype, index)
+        then_end = self.current_label
+        self.branch(end_label)
+        self.start_block(else_label)
+        f = self.typed(e.false_value, e.dtype, index)
+        else_end = self.current_label
+        self.branch(end_label)
+        self.start_block(end_label)
+        return self.assign(f"phi {ty} [ {t}, %{then_end} ], [ {f}, %{else_end} ]")
+
+    def _cast(self, e: E.Cast, index: bool) -> str:
+        return self.convert(e.value, e.dtype, index)
+
+    def convert(self, value: PrimExpr, dtype: str, index: bool) -> str:
+        """Emit ``value`` converted to ``dtype`` with numpy's conversion rules
+        (truncation toward zero from float, wrap-around between integers)."""
+        src = value.dtype
+        target_ty = value_type(dtype, index)
+        if dtype == "bool":
+            return self._to_bool(value)
+        if src == "bool":
+            flag = self.condition(value)
+            op = "uitofp" if E.is_float(dtype) else "zext"
+            return self.assign(f"{op} i1 {flag} to {target_ty}")
+        if E.is_float(src) and E.is_float(dtype):
+            v = self.expr(value)
+            op = "fpext" if bits(dtype) > bits(src) else "fptrunc"
+            return self.assign(f"{op} {value_type(src)} {v} to {target_ty}")
+        if E.is_float(src):
+            v = self.expr(value)
+            op = "fptosi" if is_signed(dtype) else "fptoui"
+            converted = self.assign(f"{op} {value_type(src)} {v} to {value_type(dtype)}")
+            return self.resize(converted, value_type(dtype), target_ty, is_signed(dtype))
+        if E.is_float(dtype):
+            v = self.expr(value)
+            op = "sitofp" if is_signed(src) else "uitofp"
+            return self.assign(f"{op} {value_type(src)} {v} to {target_ty}")
+        return self._int_to_int(value, dtype, index)
+
+    def _int_to_int(self, value: PrimExpr, dtype: str, index: bool) -> str:
+        """A widening cast to 64 bits is exact in index math; a narrowing one wraps."""
+        if bits(dtype) == 64:
+            return self.expr(value, index=True)
+        narrowed = self.resize(self.expr(value, index=True), INDEX_TYPE, value_type(dtype), True)
+        return self.resize(narrowed, value_type(dtype), value_type(dtype, index), is_signed(dtype))
+
+    def _to_bool(self, value: PrimExpr) -> str:
+        if value.dtype == "bool":
+            return self.expr(value)
+        v = self.expr(value)
+        if E.is_float(value.dtype):
+            return self.assign(f"fcmp une {value_type(value.dtype)} {v}, 0.0")
+        return self.assign(f"icmp ne {value_type(value.dtype)} {v}, 0")
+
+    def resize(self, value: str, src_ty: str, dst_ty: str, signed: bool) -> str:
+        """Truncate or extend an integer between LLVM integer types."""
+        src_bits, dst_bits = int(src_ty[1:]), int(dst_ty[1:])
+        if src_bits == dst_bits:
+            return value
+        if dst_bits < src_bits:
+            return self.assign(f"trunc {src_ty} {value} to {dst_ty}")
+        op = "sext" if signed else "zext"
+        return self.assign(f"{op} {src_ty} {value} to {dst_ty}")
+
+    def _call(self, e: E.Call, index: bool) -> str:
+        if not E.is_float(e.dtype):
+            raise CodegenError(f"math intrinsic {e.op} needs a float argument, got {e.dtype}")
+        compute_dtype = "float32" if e.dtype == "float16" else e.dtype
+        ty = value_type(compute_dtype)
+        args = [self.typed(a, compute_dtype) for a in e.args]
+        if e.op == "sigmoid":
+            negated = self.assign(f"fneg {ty} {args[0]}")
+            exp = self.call_llvm_math("exp", ty, [negated])
+            one = float_literal(1.0, compute_dtype)
+            denominator = self.assign(f"fadd {FLOAT_FLAGS} {ty} {one}, {exp}")
+            result = self.assign(f"fdiv {FLOAT_FLAGS} {ty} {one}, {denominator}")
+        elif e.op in _LLVM_MATH:
+            result = self.call_llvm_math(e.op, ty, args)
+        else:
+            name = "erff" if compute_dtype == "float32" else "erf"
+            callee = self.module.declare(name, f"{ty} ({ty}) #1")
+            result = self.assign(f"call {ty} {callee}({ty} {args[0]})")
+        if compute_dtype != e.dtype:
+            return self.assign(f"fptrunc {ty} {result} to {value_type(e.dtype)}")
+        return result
+
+    def call_llvm_math(self, name: str, ty: str, args: list[str]) -> str:
+        suffix = {"float": "f32", "double": "f64", "half": "f16"}[ty]
+        params = ", ".join([ty] * len(args))
+        callee = self.module.declare(f"llvm.{name}.{suffix}", f"{ty} ({params})")
+        operands = ", ".join(f"{ty} {a}" for a in args)
+        return self.assign(f"call {FLOAT_FLAGS} {ty} {callee}({operands})")
+
+    def _load(self, e: E.BufferLoad, index: bool) -> str:
+        address = self.address(e.buffer, e.indices)
+        ty = storage_type(e.buffer.dtype)
+        loaded = self.assign(f"load {ty}, ptr {address}, align {byte_size(e.buffer.dtype)}")
+        if e.buffer.dtype == "bool":
+            return self.assign(f"icmp ne i8 {loaded}, 0")
+        if e.dtype != e.buffer.dtype:
+            raise CodegenError(f"load of {e.buffer.name} has dtype {e.dtype}, not the buffer's")
+        if not E.is_int(e.dtype):
+            return loaded
+        return self.resize(loaded, ty, value_type(e.dtype, index), is_signed(e.dtype))
+
+    def address(self, buffer: Buffer, indices: tuple[PrimExpr, ...]) -> str:
+        """The element pointer of a flattened access."""
+        if len(indices) != 1:
+            raise CodegenError(
+                f"access to {buffer.name!r} has {len(indices)} indices; run flatten_buffers first"
+            )
+        base = self.buffers.get(id(buffer))
+        if base is None:
+            raise CodegenError(
+                f"buffer {buffer.name!r} is used in {self.name!r} but is neither a parameter "
+                "nor allocated"
+            )
+        offset = self.typed(indices[0], "int64", index=True)
+        ty = storage_type(buffer.dtype)
+        return self.assign(f"getelementptr inbounds {ty}, ptr {base}, {INDEX_TYPE} {offset}")
+
+
+def _has_load(e: PrimExpr) -> bool:
+    found = False
+
+    def check(n: Node) -> bool:
+        nonlocal found
+        found = found or isinstance(n, E.BufferLoad)
+        return not found
+
+    visit(e, check)
+    return found
+
+
+_HANDLERS: dict[type, Callable[[ExprEmitter, PrimExpr, bool], str]] = {
+    E.Var: ExprEmitter._var,  # type: ignore[dict-item]
+    E.IntImm: ExprEmitter._int_imm,  # type: ignore[dict-item]
+    E.FloatImm: ExprEmitter._float_imm,  # type: ignore[dict-item]
+    E.BinaryOp: ExprEmitter._binary,  # type: ignore[dict-item]
+    E.Not: ExprEmitter._not,  # type: ignore[dict-item]
+    E.Select: ExprEmitter._select,  # type: ignore[dict-item]
+    E.Cast: ExprEmitter._cast,  # type: ignore[dict-item]
+    E.Call: ExprEmitter._call,  # type: ignore[dict-item]
+    E.BufferLoad: ExprEmitter._load,  # type: ignore[dict-item]
+}

@@ -1,0 +1,60 @@
+"""One LLVM module of textual IR for a set of lowered PrimFuncs.
+
+Each PrimFunc becomes ``void @symbol(ptr noalias %buffers..., i64 %sizes...)``.
+The module also carries its functions' signatures as JSON behind
+``const char *tensortune_signatures(void)``, so an exported shared library
+describes itself to ``load_module``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+
+from compiler.codegen.llvm_context import ModuleContext
+from compiler.codegen.llvm_stmt import FunctionEmitter
+from compiler.codegen.llvm_types import byte_size, string_constant
+from compiler.ir.function import PrimFunc
+from compiler.runtime.signature import SIGNATURES_SYMBOL, FuncSignature
+
+
+def emit_module(
+    funcs: Mapping[str, PrimFunc],
+    signatures: Sequence[FuncSignature],
+    num_threads: int,
+    triple: str,
+    data_layout: str,
+) -> str:
+    """Textual LLVM IR for lowered ``funcs``; ``signatures`` give each one's symbol."""
+    module = ModuleContext(num_threads)
+    module.symbol(SIGNATURES_SYMBOL)
+    for signature in signatures:
+        module.symbol(signature.symbol)
+    for signature in signatures:
+        module.functions.append(_emit_function(module, signature.symbol, funcs[signature.name]))
+    header = [f'target triple = "{triple}"', f'target datalayout = "{data_layout}"']
+    return module.text(header, _signature_getter(signatures))
+
+
+def _emit_function(module: ModuleContext, symbol: str, func: PrimFunc) -> str:
+    emitter = FunctionEmitter(module, symbol)
+    params = []
+    for k, buffer in enumerate(func.params):
+        emitter.buffers[id(buffer)] = f"%arg{k}"
+        params.append(f"ptr noalias align {byte_size(buffer.dtype)} %arg{k}")
+    for k, var in enumerate(func.size_vars):
+        emitter.vars[id(var)] = f"%size{k}"
+        params.append(f"i64 %size{k}")
+    emitter.stmt(func.body)
+    return emitter.finish(f"void @{symbol}({', '.join(params)})")
+
+
+def _signature_getter(signatures: Sequence[FuncSignature]) -> list[str]:
+    text = json.dumps([s.to_json() for s in signatures], separators=(",", ":"))
+    initializer, length = string_constant(text)
+    return [
+        f"@.signatures = private unnamed_addr constant [{length} x i8] {initializer}",
+        f"define ptr @{SIGNATURES_SYMBOL}() {{",
+        "  ret ptr @.signatures",
+        "}",
+    ]

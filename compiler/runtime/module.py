@@ -1,0 +1,119 @@
+"""Compiled kernels callable from Python on numpy arrays."""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from compiler.runtime.profiling import ProfileResult, time_raw
+from compiler.runtime.signature import FuncSignature
+
+
+class Function:
+    """One kernel. Calling it checks the arrays against the signature; ``raw`` is
+    the bare ctypes function (pointers and sizes), for timing loops."""
+
+    def __init__(self, signature: FuncSignature, address: int, keepalive: Any) -> None:
+        self.signature = signature
+        argtypes = [ctypes.c_void_p] * len(signature.params)
+        argtypes += [ctypes.c_int64] * len(signature.size_vars)
+        self.raw = ctypes.CFUNCTYPE(None, *argtypes)(address)
+        self._keepalive = keepalive
+
+    @property
+    def name(self) -> str:
+        return self.signature.name
+
+    def __call__(self, *arrays: np.ndarray) -> None:
+        self.raw(*self.signature.bind(arrays))
+
+    def __repr__(self) -> str:
+        params = ", ".join(p.name for p in self.signature.params)
+        return f"<Function {self.name}({params})>"
+
+
+class Module(Mapping[str, Function]):
+    """The functions of one build (or one loaded shared library), by name.
+
+    ``source`` is the compiled LLVM module (None for a loaded library);
+    ``object_code`` what ``export_library`` links.
+    """
+
+    def __init__(
+        self,
+        functions: Mapping[str, Function],
+        *,
+        source: Any = None,
+        object_code: bytes | None = None,
+        library_path: str | None = None,
+    ) -> None:
+        self._functions = dict(functions)
+        self._source = source
+        self.object_code = object_code
+        self.library_path = library_path
+
+    def __getitem__(self, name: str) -> Function:
+        try:
+            return self._functions[name]
+        except KeyError:
+            raise KeyError(
+                f"no function {name!r} in this module; it has {sorted(self._functions)}"
+            ) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._functions)
+
+    def __len__(self) -> int:
+        return len(self._functions)
+
+    @property
+    def entry_name(self) -> str:
+        """The function that calling the module runs: "main", or the only one."""
+        if "main" in self._functions:
+            return "main"
+        if len(self._functions) == 1:
+            return next(iter(self._functions))
+        raise KeyError(
+            f"this module has several functions {sorted(self._functions)} and none is "
+            "'main'; call one by name: lib[name](...)"
+        )
+
+    def __call__(self, *arrays: np.ndarray) -> None:
+        self[self.entry_name](*arrays)
+
+    def time_evaluator(
+        self, name: str, number: int = 10, repeat: int = 1, min_repeat_ms: float = 0
+    ) -> Callable[..., ProfileResult]:
+        """A function that times ``self[name]`` on the arrays it is given."""
+        function = self[name]
+
+        def evaluate(*arrays: np.ndarray) -> ProfileResult:
+            args = function.signature.bind(arrays)
+            return time_raw(function.raw, args, number, repeat, min_repeat_ms)
+
+        return evaluate
+
+    def get_source(self, fmt: str = "ll") -> str:
+        """The optimized LLVM IR (``"ll"``) or the target assembly (``"asm"``)."""
+        if self._source is None:
+            raise ValueError(
+                f"module loaded from {self.library_path} has no source; get_source works on "
+                "the result of compiler.build"
+            )
+        if fmt in ("ll", "llvm"):
+            return self._source.llvm_ir()
+        if fmt in ("asm", "s"):
+            return self._source.assembly()
+        raise ValueError(f"unknown source format {fmt!r}; use 'll' or 'asm'")
+
+    def export_library(self, path: str) -> None:
+        """Write a shared library that ``compiler.load_module`` loads back."""
+        from compiler.runtime.export import export_library
+
+        export_library(self, path)
+
+    def __repr__(self) -> str:
+        return f"<Module {sorted(self._functions)}>"

@@ -1,0 +1,9 @@
+"""The one error the operator library raises for arguments it cannot compute."""
+
+
+class OperatorError(ValueError):
+    """An operator called with inputs it cannot compute.
+
+    The message starts with the operator's name and names the offending argument,
+    e.g. ``conv2d_nchw: channels 3 not divisible by groups 2``.
+    """
