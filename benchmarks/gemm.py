@@ -94,7 +94,9 @@ def time_build(mod: compiler.IRModule, times: int) -> tuple[compiler.runtime.Mod
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", type=int, nargs=3, default=[1024, 1024, 1024], metavar=("M", "N", "K"))
+    parser.add_argument(
+        "--size", type=int, nargs=3, default=[1024, 1024, 1024], metavar=("M", "N", "K")
+    )
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
     args = parser.parse_args()

@@ -55,7 +55,7 @@ def main() -> None:
     A, B = elementwise()
     s = te.create_schedule(B.op)
     xo, yo, xi, yi = s[B].tile(B.op.axis[0], B.op.axis[1], x_factor=10, y_factor=5)
-    fused = s[B].fuse(xi, yi)
+    s[B].fuse(xi, yi)
     show("tile, then fuse the inner tile loops", s, [A, B])
     check(s, [A, B], lambda a: a * 2)
 

@@ -336,7 +336,7 @@ def check_schedule(sch: Schedule, workload: Workload, llvm: bool = False) -> Non
 HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large]
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=HEALTH)
+@settings(max_examples=300, deadline=None, suppress_health_check=HEALTH)
 @given(workload=workloads(), count=st.integers(1, 10), seed=st.integers(0, 2**16), data=st.data())
 def test_random_schedules_compute_what_numpy_computes(
     workload: Workload, count: int, seed: int, data: st.DataObject
@@ -346,7 +346,7 @@ def test_random_schedules_compute_what_numpy_computes(
     check_schedule(sch, workload)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=HEALTH)
+@settings(max_examples=60, deadline=None, suppress_health_check=HEALTH)
 @given(workload=workloads(), count=st.integers(1, 10), seed=st.integers(0, 2**16), data=st.data())
 def test_random_schedules_compiled_by_llvm_compute_what_numpy_computes(
     workload: Workload, count: int, seed: int, data: st.DataObject
