@@ -155,7 +155,9 @@ def test_stencil_region_covers_the_halo() -> None:
     assert around == ["t_0"] and shape_of(alloc) == [6]
 
 
-def test_symbolic_shape_shrinks_only_where_the_extent_is_constant() -> None:
+def test_symbolic_shape_that_stays_symbolic_is_not_moved() -> None:
+    """T's rows shrink to 2 per iteration of i_0 but its columns stay m wide: moved,
+    it would be allocated on the heap once per iteration, so it stays whole."""
     n, m = Var("n"), Var("m")
     a, c = Buffer("A", (n, m)), Buffer("C", (n, m))
     tmp = Buffer("T", (n, m))
@@ -175,7 +177,32 @@ def test_symbolic_shape_shrinks_only_where_the_extent_is_constant() -> None:
     func = PrimFunc((a, c), Allocate(tmp, body), {"global_symbol": "main"})
     compacted = check(func, lambda x: (x + 1) * 2, sizes={"n": 5, "m": 3})
     ((alloc, around),) = allocations(compacted)
-    assert around == ["i_0"] and shape_of(alloc) == [2, "m"]
+    assert around == [] and shape_of(alloc) == ["n", "m"]
+
+
+def test_symbolic_shape_with_a_constant_tile_is_moved_and_shrunk() -> None:
+    n = Var("n")
+    a, c, tmp = Buffer("A", (n,)), Buffer("C", (n,)), Buffer("T", (n,))
+    i0, i1, i2 = Var("i_0"), Var("i_1"), Var("i_2")
+    produce = loops(
+        (i1, 4),
+        body=IfThenElse(
+            i0 * 4 + i1 < n,
+            BufferStore(tmp, E.BufferLoad(a, (i0 * 4 + i1,)) + 1.0, (i0 * 4 + i1,)),
+        ),
+    )
+    consume = loops(
+        (i2, 4),
+        body=IfThenElse(
+            i0 * 4 + i2 < n,
+            BufferStore(c, E.BufferLoad(tmp, (i0 * 4 + i2,)) * 2.0, (i0 * 4 + i2,)),
+        ),
+    )
+    body = loops((i0, (n + 3) // 4), body=seq(produce, consume))
+    func = PrimFunc((a, c), Allocate(tmp, body), {"global_symbol": "main"})
+    compacted = check(func, lambda x: (x + 1) * 2, sizes={"n": 10})
+    ((alloc, around),) = allocations(compacted)
+    assert around == ["i_0"] and shape_of(alloc) == [4]
 
 
 def test_nested_allocations_are_each_compacted() -> None:

@@ -257,6 +257,20 @@ def test_reverse_compute_at_with_a_non_dividing_split() -> None:
     check(sch.mod["main"], mm_relu_expected)
 
 
+def test_reverse_compute_at_after_a_split_of_a_split_and_of_the_reduction() -> None:
+    """The producer's guards come from a split of a split (``j_0_0 * 2 + j_0_1 < 5``
+    guards the outer part of v_j) and from a non-dividing split of the reduction;
+    both only cut points outside its domain."""
+    sch = Schedule(mm_relu(5, 17, 7))
+    i, j, k = sch.get_loops(sch.get_block("Y"))
+    j0, j1 = sch.split(j, [None, 4])
+    j00, j01 = sch.split(j0, [None, 2])
+    k0, k1 = sch.split(k, [None, 3])
+    sch.reverse_compute_at(sch.get_block("C"), j00)
+    assert loop_extents(sch, "C")[2:] == ["8"]
+    check(sch.mod["main"], mm_relu_expected)
+
+
 @pytest.mark.parametrize("loop_index", [0, 1])
 def test_reverse_compute_at_elementwise(loop_index: int) -> None:
     sch = Schedule(add_then_mul((5, 9)))
@@ -480,7 +494,7 @@ WORKLOADS: dict[str, tuple[Callable[[], PrimFunc], Callable[..., np.ndarray]]] =
 }
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(st.sampled_from(sorted(WORKLOADS)), st.data())
 def test_random_moves_compute_what_numpy_computes(name: str, data: st.DataObject) -> None:
     """Random splits, then compute_at and reverse_compute_at of random blocks at

@@ -35,7 +35,7 @@ from compiler.ir.stmt import (
 from compiler.schedule import Schedule, ScheduleError
 from compiler.schedule.primitives.common import replace_node
 
-FAST = settings(max_examples=25, deadline=None)
+FAST = settings(max_examples=50, deadline=None)
 
 
 # workloads -----------------------------------------------------------------------
@@ -402,6 +402,82 @@ def test_parallel_rejects_a_loop_a_reduction_does_not_depend_on() -> None:
     (t_c, _) = sch.get_loops(sch.get_block("C"))
     sch.unroll(t_rv)
     check(sch.mod, func, matmul_relu_ref)
+
+
+def overlapping_sums() -> PrimFunc:
+    """Z[i] = Y[i] + Y[i + 1] with Y a row sum: computed at a split of Z's loop, Y
+    recomputes one element in neighbouring iterations."""
+    A = te.placeholder((8, 4), name="A")
+    k = te.reduce_axis((0, 4), "k")
+    Y = te.compute((8,), lambda i: te.sum(A[i, k], axis=k), name="Y")
+    Z = te.compute((7,), lambda i: Y[i] + Y[i + 1], name="Z")
+    return te.create_prim_func([A, Z])
+
+
+def test_parallel_rejects_a_reduction_recomputed_in_overlapping_iterations() -> None:
+    func = overlapping_sums()
+    sch = Schedule(func)
+    (i,) = sch.get_loops(sch.get_block("Z"))
+    i0, i1 = sch.split(i, [None, 2])
+    sch.compute_at(sch.get_block("Y"), i0)
+    assert_rejected(sch, lambda: sch.parallel(i0), "may update the same elements")
+    assert_rejected(sch, lambda: sch.vectorize(i0), "cannot vectorize loop 'i_0'")
+    sch.unroll(i0)
+    check(sch.mod, func, lambda a: a.sum(1)[:-1] + a.sum(1)[1:])
+
+
+def test_parallel_rejects_a_fused_loop_that_repeats_a_reduction() -> None:
+    X = te.placeholder((3, 5), name="X")
+    j = te.reduce_axis((0, 5), "j")
+    M = te.compute((3,), lambda i: te.max(X[i, j], axis=j), name="M")
+    E2 = te.compute((3, 5), lambda i, c: X[i, c] - M[i], name="E")
+    func = te.create_prim_func([X, E2])
+    sch = Schedule(func)
+    i, c = sch.get_loops(sch.get_block("E"))
+    sch.compute_at(sch.get_block("M"), c)
+    assert_rejected(sch, lambda: sch.parallel(c), "none of its variables depends on the loop")
+    fused = sch.fuse(i, c)
+    assert_rejected(sch, lambda: sch.parallel(fused), "may update the same elements")
+    check(sch.mod, func, lambda x: x - x.max(1, keepdims=True))
+
+
+def tiled_matmul(m: int, n: int, k: int, tile: int) -> tuple[PrimFunc, Schedule, Any]:
+    func = matmul_relu(m, n, k)
+    sch = Schedule(func)
+    i, j, r = sch.get_loops(sch.get_block("Y"))
+    i0, i1 = sch.split(i, [None, tile])
+    j0, j1 = sch.split(j, [None, tile])
+    sch.reorder(i0, j0, i1, j1, r)
+    return func, sch, sch.fuse(i0, j0)
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7])
+def test_parallel_accepts_fused_tiles_and_splits_of_them(chunk: int) -> None:
+    func, sch, fused = tiled_matmul(10, 9, 4, 3)
+    outer, _ = sch.split(fused, [None, chunk])
+    sch.parallel(outer)
+    check(sch.mod, func, matmul_relu_ref)
+
+
+def test_parallel_accepts_large_tiled_loops_quickly() -> None:
+    _, sch, fused = tiled_matmul(1024, 1024, 1024, 16)
+    sch.copy().parallel(fused)
+    outer, _ = sch.split(fused, [None, 7])
+    sch.parallel(outer)
+
+
+def test_parallel_of_a_symbolic_loop() -> None:
+    n = te.var("n")
+    A = te.placeholder((n, 3), name="A")
+    k = te.reduce_axis((0, 3), "k")
+    B = te.compute((n,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    func = te.create_prim_func([A, B])
+    sch = Schedule(func)
+    (i, r) = sch.get_loops(sch.get_block("B"))
+    i0, i1 = sch.split(i, [None, 4])
+    sch.parallel(i0)
+    sch.vectorize(i1)
+    check(sch.mod, func, lambda a: a.sum(1), sizes={"n": 9})
 
 
 # annotate --------------------------------------------------------------------------

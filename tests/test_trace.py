@@ -93,6 +93,15 @@ def test_get_block_records_the_function_it_resolved() -> None:
     assert replayed.mod["first"] is mod["first"]
 
 
+def test_the_trace_keeps_its_inputs_when_the_caller_changes_them() -> None:
+    sch = Schedule(vector_add(12))
+    (i,) = sch.get_loops(sch.get_block("B"))
+    factors = [3, None]
+    sch.split(i, factors)
+    factors[0] = 5
+    assert sch.trace.instructions[-1].inputs["factors"] == [3, None]
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_printed_python_reproduces_the_schedule(seed: int) -> None:
     sch = Schedule(matmul_relu(), seed=seed)

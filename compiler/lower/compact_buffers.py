@@ -8,8 +8,10 @@ still encloses every access of its buffer (under a parallel loop that makes the
 buffer private to each thread), then shrinks each dimension to the region the
 accesses touch in one iteration of that loop, subtracting the region's start
 from every index. A dimension shrinks only when the region's extent is bounded
-by a constant, so a tile-sized accumulator becomes a small fixed-size array and
-nothing ever becomes variable-sized.
+by a constant, so a tile-sized accumulator becomes a small fixed-size array. A
+buffer whose shape would stay symbolic keeps its place: code generation puts
+such a buffer on the heap, and inside a loop that would be an allocation per
+iteration.
 
 Like TVM's CompactBufferAllocation, this relies on the block semantics the
 schedule primitives keep: values of a block-allocated buffer never flow from one
@@ -67,7 +69,10 @@ def _compact(alloc: Allocate, ranges: Ranges) -> Stmt:
             fixed[node.loop_var] = Range(node.min, node.extent)
     target = path[-1]
     assert isinstance(target, For)
-    placed: Stmt = _replace_body(target, _shrunk(buffer, target.body, fixed))
+    inner = _shrunk(buffer, target.body, fixed)
+    if not all(isinstance(d, IntImm) for d in inner.buffer.shape):
+        return _shrunk(buffer, alloc.body, ranges)
+    placed: Stmt = _replace_body(target, inner)
     for parent, child in zip(reversed(path[:-1]), reversed(path[1:]), strict=True):
         placed = _replace_child(parent, child, placed)
     return placed

@@ -44,7 +44,9 @@ def instruction(method: F) -> F:
             args = (*args, *kwargs.pop(var_positional))
         bound = signature.bind(self, *args, **kwargs)
         bound.apply_defaults()
-        inputs = {k: v for k, v in bound.arguments.items() if k not in ("self", "decision")}
+        inputs = {
+            k: _snapshot(v) for k, v in bound.arguments.items() if k not in ("self", "decision")
+        }
         if var_positional:
             inputs[var_positional] = list(inputs[var_positional])
         snapshot = (self._mod, self._rng.getstate())
@@ -66,6 +68,14 @@ def instruction(method: F) -> F:
 
     run.is_instruction = True  # type: ignore[attr-defined]
     return run  # type: ignore[return-value]
+
+
+def _snapshot(value: Any) -> Any:
+    """A copy of the lists in an input, so that a caller who later changes the list
+    it passed (``factors``) does not change the recorded trace."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(_snapshot(v) for v in value)
+    return value
 
 
 class Schedule:

@@ -128,14 +128,10 @@ class Trace:
             outs = [names.define(o) for o in inst.outputs]
             if not outs:
                 lines.append(call)
-            elif inst.outputs_are_list:
-                lines.append(
-                    f"{', '.join(outs)}, = {call}"
-                    if len(outs) == 1
-                    else f"{', '.join(outs)} = {call}"
-                )
-            else:
-                lines.append(f"{outs[0]} = {call}")
+                continue
+            one_element_list = inst.outputs_are_list and len(outs) == 1
+            targets = ", ".join(outs) + ("," if one_element_list else "")
+            lines.append(f"{targets} = {call}")
         return lines
 
     def __str__(self) -> str:
@@ -166,18 +162,19 @@ class Trace:
     def from_json(data: Mapping[str, Any] | str) -> Trace:
         """Rebuild a trace from ``as_json`` output (or its JSON text); raises
         ``ScheduleError`` on a malformed document."""
+        document: Any = data
         if isinstance(data, str):
             try:
-                data = json.loads(data)
+                document = json.loads(data)
             except json.JSONDecodeError as err:
                 raise ScheduleError(f"trace JSON does not parse: {err}") from None
-        version = data.get("version") if isinstance(data, Mapping) else None
+        version = document.get("version") if isinstance(document, Mapping) else None
         if type(version) is not int or version != TRACE_FORMAT_VERSION:
             raise ScheduleError(
                 f"trace JSON must be an object with version {TRACE_FORMAT_VERSION}, "
                 f"got version {version!r}"
             )
-        raw = data.get("instructions")
+        raw = document.get("instructions")
         if not isinstance(raw, list):
             raise ScheduleError("trace JSON needs an 'instructions' list")
         rvs: dict[str, Any] = {}

@@ -14,31 +14,39 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
-from compiler.arith import Interval, bound, can_prove, dense_image, normalize, simplify
+from compiler.arith import (
+    Interval,
+    bound,
+    can_prove,
+    const_bound,
+    dense_image,
+    normalize,
+    simplify,
+)
+from compiler.arith.linear import to_linear
 from compiler.ir import expr as E
 from compiler.ir.analysis import block_accesses, substitute, uses_var
 from compiler.ir.buffer import Buffer
 from compiler.ir.expr import PrimExpr, Range, Var
 from compiler.ir.function import PrimFunc
-from compiler.ir.node import Node
 from compiler.ir.stmt import (
-    Allocate,
     Block,
     BlockRealize,
     For,
     ForKind,
-    IfThenElse,
     IterKind,
     IterVar,
     SeqStmt,
     Stmt,
-    seq,
     true_predicate,
 )
 from compiler.schedule.errors import ScheduleError
 from compiler.schedule.primitives.inline import compute_inline
+from compiler.schedule.primitives.program_order import ProgramTree
+
+Ranges = dict[Var, Range]
 
 
 def compute_at(
@@ -137,7 +145,7 @@ def sample_compute_location(
 def compute_at_candidates(func: PrimFunc, block: Block) -> list[For]:
     """Every loop, outermost first, that ``block`` can be computed at."""
     legal: list[For] = []
-    for loop in _ProgramTree(func.body).loops():
+    for loop in ProgramTree(func.body).loops():
         try:
             compute_at(func, block, loop, preserve_unit_loops=True)
         except ScheduleError:
@@ -170,7 +178,7 @@ class _Move:
         self.func = func
         self.block = block
         self.loop = loop
-        self.tree = _ProgramTree(func.body)
+        self.tree = ProgramTree(func.body)
         realize = self.tree.realize_of(block)
         self.require(realize is not None, "the block is not in this function")
         self.require(self.tree.has(loop), "the loop is not in this function")
@@ -283,18 +291,28 @@ def output_dims(block: Block) -> tuple[Buffer, list[IterVar]] | str:
     dims: list[IterVar] | None = None
     for write in writes:
         indices = [r.min for r in write.region]
-        found = [spatial.get(id(i)) for i in indices]
-        ok = all(iv is not None for iv in found) and len({id(iv) for iv in found}) == len(spatial)
-        if not ok or len(found) != len(spatial):
+        found = _distinct_vars(indices, spatial)
+        if found is None or len(found) != len(spatial):
             return (
                 f"it writes {buffers[0].name}[{', '.join(str(i) for i in indices)}], not "
                 "indexed by its spatial block variables one per dimension"
             )
         if dims is not None and any(a is not b for a, b in zip(dims, found, strict=True)):
             return f"it writes {buffers[0].name!r} at two different index orders"
-        dims = found  # type: ignore[assignment]
+        dims = found
     assert dims is not None
     return buffers[0], dims
+
+
+def _distinct_vars(
+    indices: Sequence[PrimExpr], spatial: dict[int, IterVar]
+) -> list[IterVar] | None:
+    """The spatial variables ``indices`` are, when each is a different one."""
+    found = [spatial.get(id(i)) for i in indices]
+    ivs = [iv for iv in found if iv is not None]
+    if len(ivs) != len(found) or len({id(iv) for iv in ivs}) != len(ivs):
+        return None
+    return ivs
 
 
 def _spatial_regions(move: _Move, buffer: Buffer, region: list[Interval]) -> dict[int, Interval]:
@@ -330,15 +348,16 @@ def _written_box(move: _Move, writer: BlockRealize, buffer: Buffer) -> list[Inte
     box: list[Interval] = []
     for iv in writer_dims:
         image = dense_image(values[id(iv.var)], inner)
-        move.require(
-            image is not None,
-            f"{what} binds {iv.var.name} = {values[id(iv.var)]}, which does not visit a "
-            "contiguous range exactly in one iteration",
-        )
-        box.append(image)  # type: ignore[arg-type]
+        if image is None:
+            raise move.fail(
+                f"{what} binds {iv.var.name} = {values[id(iv.var)]}, which does not visit a "
+                "contiguous range exactly in one iteration"
+            )
+        box.append(image)
+    known = {**fixed, **inner}
     for guard in _conjuncts(writer.predicate):
         move.require(
-            _is_domain_guard(guard, writer_dims, values, fixed),
+            _is_domain_guard(guard, writer.block.iter_vars, values, known),
             f"{what} has the predicate {guard}, which may skip points inside its domain",
         )
     return box
@@ -351,31 +370,51 @@ def _conjuncts(e: PrimExpr) -> list[PrimExpr]:
 
 
 def _is_domain_guard(
-    guard: PrimExpr, dims: list[IterVar], values: dict[int, PrimExpr], fixed: dict[Var, Range]
+    guard: PrimExpr, iter_vars: Sequence[IterVar], values: dict[int, PrimExpr], known: Ranges
 ) -> bool:
     """Whether ``guard`` only excludes points outside the block's domain: it reads
-    ``binding < end`` or ``binding >= start`` for an end past (a start before) the
-    domain of the variable the binding is for."""
+    ``binding < end`` for an end at or past the end of the domain of the variable
+    the binding is for (or ``binding >= start`` for a start at or before it). The
+    guard a split of a split leaves, ``outer < end`` where ``binding = outer * c +
+    rest`` with ``0 <= rest < c``, reads ``binding < end * c``."""
     if isinstance(guard, (E.GT, E.GE)):
         flipped = E.LT if isinstance(guard, E.GT) else E.LE
         guard = flipped(guard.b, guard.a)
     if not isinstance(guard, (E.LT, E.LE)):
         return False
-    strict = isinstance(guard, E.LT)
-    for iv in dims:
+    slack = 0 if isinstance(guard, E.LT) else 1
+    for iv in iter_vars:
         value = values[id(iv.var)]
-        dom_end = iv.dom.min + iv.dom.extent
-        upper = _offset(guard.a, value)
-        if upper is not None:
-            limit = guard.b - upper if strict else guard.b - upper + 1
-            if can_prove(limit >= dom_end, fixed):
-                return True
-        lower = _offset(guard.b, value)
-        if lower is not None:
-            start = guard.a - lower + 1 if strict else guard.a - lower
-            if can_prove(start <= iv.dom.min, fixed):
+        upper = _upper_limit(guard.a, guard.b + slack, value, known)
+        if upper is not None and can_prove(upper >= iv.dom.min + iv.dom.extent, known):
+            return True
+        offset = _offset(guard.b, value)
+        if offset is not None:
+            start = guard.a - offset + 1 - slack
+            if can_prove(start <= iv.dom.min, known):
                 return True
     return False
+
+
+def _upper_limit(small: PrimExpr, end: PrimExpr, value: PrimExpr, known: Ranges) -> PrimExpr | None:
+    """An expression ``limit`` such that ``small < end`` holds exactly when
+    ``value < limit``, or None when ``small`` is not a scaled part of ``value``."""
+    offset = _offset(small, value)
+    if offset is not None:
+        return end - offset
+    small_terms = to_linear(normalize(small)).terms
+    value_terms = to_linear(normalize(value)).terms
+    if not small_terms:
+        return None
+    key, (_, small_coeff) = next(iter(small_terms.items()))
+    value_coeff = value_terms.get(key, (None, 0))[1]
+    if value_coeff % small_coeff != 0 or value_coeff // small_coeff <= 1:
+        return None
+    scale = value_coeff // small_coeff
+    low, high = const_bound(value - small * scale, known)
+    if low is None or high is None or low < 0 or high >= scale:
+        return None
+    return end * scale
 
 
 def _offset(e: PrimExpr, value: PrimExpr) -> int | None:
@@ -395,17 +434,17 @@ def _consumer_regions(
     for read in reads:
         if read.buffer is not buffer:
             continue
-        found = [spatial.get(id(r.min)) for r in read.region]
-        move.require(
-            all(iv is not None for iv in found) and len({id(iv) for iv in found}) == len(found),
-            f"it reads {buffer.name}[{', '.join(str(r.min) for r in read.region)}], not at "
-            "distinct spatial block variables, so its region cannot follow the producer's",
-        )
+        found = _distinct_vars([r.min for r in read.region], spatial)
+        if found is None:
+            raise move.fail(
+                f"it reads {buffer.name}[{', '.join(str(r.min) for r in read.region)}], not at "
+                "distinct spatial block variables, so its region cannot follow the producer's"
+            )
         move.require(
             order is None or all(a is b for a, b in zip(order, found, strict=True)),
             f"it reads {buffer.name!r} in two index orders",
         )
-        order = found  # type: ignore[assignment]
+        order = found
     assert order is not None
     writer_dims = output_dims(writer.block)
     assert not isinstance(writer_dims, str)
@@ -499,190 +538,16 @@ def _written_buffers(block: Block) -> list[Buffer]:
     return _unique_buffers(w.buffer for w in writes)
 
 
-def _unique_buffers(buffers: object) -> list[Buffer]:
+def _unique_buffers(buffers: Iterable[Buffer]) -> list[Buffer]:
     found: dict[int, Buffer] = {}
-    for b in buffers:  # type: ignore[attr-defined]
+    for b in buffers:
         found.setdefault(id(b), b)
     return list(found.values())
 
 
-def _names(realizes: object) -> str:
-    return ", ".join(repr(r.block.name) for r in realizes)  # type: ignore[attr-defined]
+def _names(realizes: Iterable[BlockRealize]) -> str:
+    return ", ".join(repr(r.block.name) for r in realizes)
 
 
 def _buffer_names(buffers: list[Buffer]) -> str:
     return ", ".join(b.name for b in buffers)
-
-
-# program order ---------------------------------------------------------------------
-
-
-class _ProgramTree:
-    """Program-order facts about a function body: each statement's preorder span
-    (a subtree is a contiguous span, so "inside" and "before" are comparisons),
-    parents, and which blocks read and write which buffers."""
-
-    def __init__(self, root: Stmt) -> None:
-        self.root = root
-        self.spans: dict[int, tuple[int, int]] = {}
-        self.parents: dict[int, Node] = {}
-        self.realizes: list[BlockRealize] = []
-        self.for_loops: list[For] = []
-        self.counter = 0
-        self._walk(root)
-        self.access: dict[int, tuple[set[int], set[int]]] = {
-            id(r): (_reads(r.block), {id(b) for b in _written_buffers(r.block)})
-            for r in self.realizes
-        }
-
-    def _walk(self, node: Stmt) -> None:
-        start = self.counter
-        self.counter += 1
-        if isinstance(node, BlockRealize):
-            self.realizes.append(node)
-        elif isinstance(node, For):
-            self.for_loops.append(node)
-        for child in _stmt_children(node):
-            self.parents[id(child)] = node
-            self._walk(child)
-        self.spans[id(node)] = (start, self.counter)
-
-    # queries ---------------------------------------------------------------------
-
-    def has(self, node: Node) -> bool:
-        return id(node) in self.spans
-
-    def span(self, node: Node) -> tuple[int, int]:
-        return self.spans[id(node)]
-
-    def contains(self, outer: Node, inner: Node) -> bool:
-        """Whether ``inner`` is strictly inside ``outer``."""
-        o, i = self.spans[id(outer)], self.spans[id(inner)]
-        return o[0] < i[0] < o[1]
-
-    def before(self, a: Node, b: Node) -> bool:
-        """Whether ``a`` (and all of it) runs before ``b`` starts."""
-        return self.spans[id(a)][1] <= self.spans[id(b)][0]
-
-    def loops(self) -> list[For]:
-        return list(self.for_loops)
-
-    def realize_of(self, block: Block) -> BlockRealize | None:
-        return next((r for r in self.realizes if r.block is block), None)
-
-    def realizes_between(self, start: int, end: int) -> list[BlockRealize]:
-        return [r for r in self.realizes if start <= self.spans[id(r)][0] < end]
-
-    def writers(self, buffer: Buffer) -> list[BlockRealize]:
-        return [r for r in self.realizes if id(buffer) in self.access[id(r)][1]]
-
-    def readers(self, buffer: Buffer) -> list[BlockRealize]:
-        return [r for r in self.realizes if id(buffer) in self.access[id(r)][0]]
-
-    def path(self, node: Node) -> list[Node]:
-        """The ancestors of ``node``, outermost first."""
-        out: list[Node] = []
-        current = self.parents.get(id(node))
-        while current is not None:
-            out.append(current)
-            current = self.parents.get(id(current))
-        return out[::-1]
-
-    def scope(self, node: Node) -> Block | None:
-        """The innermost block around ``node`` (not a realized block itself)."""
-        return next((n for n in reversed(self.path(node)) if isinstance(n, Block)), None)
-
-    def loop_ranges_above(self, loop: For) -> dict[Var, Range]:
-        chain = [n for n in self.path(loop) if isinstance(n, For)] + [loop]
-        return {f.loop_var: Range(f.min, f.extent) for f in chain}
-
-    def bindings_below(self, loop: For, realize: BlockRealize) -> dict[Var, PrimExpr]:
-        """Block variables of ``realize`` (and of blocks between it and ``loop``) as
-        expressions of loop variables."""
-        mapping: dict[Var, PrimExpr] = {}
-        for node in [*self._below(loop, realize), realize]:
-            if isinstance(node, BlockRealize):
-                for iv, value in zip(node.block.iter_vars, node.iter_values, strict=True):
-                    mapping[iv.var] = substitute(value, mapping)
-        return mapping
-
-    def loop_ranges_below(self, loop: For, realize: BlockRealize) -> dict[Var, Range]:
-        """Ranges of the loops between ``loop`` and ``realize``: what varies within
-        one iteration of ``loop``."""
-        mapping: dict[Var, PrimExpr] = {}
-        ranges: dict[Var, Range] = {}
-        for node in self._below(loop, realize):
-            if isinstance(node, For):
-                ranges[node.loop_var] = Range(
-                    substitute(node.min, mapping), substitute(node.extent, mapping)
-                )
-            elif isinstance(node, BlockRealize):
-                for iv, value in zip(node.block.iter_vars, node.iter_values, strict=True):
-                    mapping[iv.var] = substitute(value, mapping)
-        return ranges
-
-    def _below(self, loop: For, node: Node) -> list[Node]:
-        path = self.path(node)
-        return path[next(k for k, n in enumerate(path) if n is loop) + 1 :]
-
-    # the edit --------------------------------------------------------------------
-
-    def move(self, realize: BlockRealize, loop: For, nest: Stmt, at_end: bool) -> Stmt:
-        """The body with ``realize`` removed (and the loops left empty by that) and
-        ``nest`` put at the start (or end) of ``loop``'s body."""
-
-        def rebuild(node: Stmt) -> Stmt | None:
-            if node is realize:
-                return None
-            if node is loop:
-                body = rebuild(loop.body)
-                assert body is not None
-                parts = (body, nest) if at_end else (nest, body)
-                return dataclasses.replace(loop, body=seq(*parts))
-            if not (self.contains(node, realize) or self.contains(node, loop)):
-                return node
-            return _rebuild_stmt(node, rebuild)
-
-        result = rebuild(self.root)
-        assert result is not None
-        return result
-
-
-def _stmt_children(node: Stmt) -> list[Stmt]:
-    if isinstance(node, SeqStmt):
-        return list(node.seq)
-    if isinstance(node, (For, Allocate)):
-        return [node.body]
-    if isinstance(node, BlockRealize):
-        return [node.block]
-    if isinstance(node, Block):
-        return [s for s in (node.init, node.body) if s is not None]
-    if isinstance(node, IfThenElse):
-        return [s for s in (node.then_case, node.else_case) if s is not None]
-    return []
-
-
-def _rebuild_stmt(node: Stmt, rebuild: object) -> Stmt | None:
-    """``node`` with its statement children rebuilt; None when nothing is left."""
-    fn = rebuild  # type: ignore[assignment]
-    if isinstance(node, SeqStmt):
-        kept = [s for s in (fn(c) for c in node.seq) if s is not None]  # type: ignore[operator]
-        return seq(*kept) if kept else None
-    if isinstance(node, (For, Allocate)):
-        body = fn(node.body)  # type: ignore[operator]
-        return None if body is None else dataclasses.replace(node, body=body)
-    if isinstance(node, BlockRealize):
-        block = fn(node.block)  # type: ignore[operator]
-        return None if block is None else dataclasses.replace(node, block=block)
-    if isinstance(node, Block):
-        body = fn(node.body)  # type: ignore[operator]
-        return dataclasses.replace(node, body=SeqStmt(()) if body is None else body)
-    if isinstance(node, IfThenElse):
-        then_case = fn(node.then_case)  # type: ignore[operator]
-        else_case = None if node.else_case is None else fn(node.else_case)  # type: ignore[operator]
-        if then_case is None and else_case is None:
-            return None
-        if then_case is None:
-            return IfThenElse(E.Not(node.condition), else_case)  # type: ignore[arg-type]
-        return IfThenElse(node.condition, then_case, else_case)
-    return node

@@ -1,0 +1,18 @@
+"""The one exception hierarchy of the tuning database."""
+
+
+class DatabaseError(Exception):
+    """Anything the database refuses or cannot do; nothing stored was changed."""
+
+
+class RecordError(DatabaseError):
+    """A record (or workload, or import line) that is malformed or does not fit what is
+    stored: an unknown workload, a trace that does not replay, a bad run time."""
+
+
+class ConnectError(DatabaseError):
+    """The database URL cannot be opened or reached."""
+
+
+class SchemaError(DatabaseError):
+    """The database's schema is not the revision this tensortune needs."""

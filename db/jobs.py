@@ -1,0 +1,125 @@
+"""Jobs and their tasks: what was submitted, and how far each workload has got.
+
+Unlike records these rows change as a job runs (status, trials done, best so far).
+The tuning service drives them; the records a job produces point at it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, Engine, insert, select, update
+
+from db.errors import RecordError
+from db.models import JobRow, TaskRow
+from db.queries import ensure_targets, now, target_key, task_select, to_job, to_task, workload_rows
+from db.records import Job, JobStatus, JobTask
+
+FINAL = (JobStatus.DONE, JobStatus.FAILED, JobStatus.CANCELLED)
+
+
+def create_job(
+    engine: Engine, spec: Mapping[str, Any], tasks: Sequence[tuple[str, str, int]]
+) -> Job:
+    spec = _check_spec(spec)
+    with engine.begin() as connection:
+        workloads = workload_rows(connection, {key for key, _, _ in tasks})
+        targets = [target_key(target, f"tasks[{i}]") for i, (_, target, _) in enumerate(tasks)]
+        rows = []
+        for i, (key, _, trials) in enumerate(tasks):
+            if key not in workloads:
+                raise RecordError(f"tasks[{i}]: unknown workload {key!r}; commit it first")
+            if type(trials) is not int or trials < 1:
+                raise RecordError(f"tasks[{i}]: trials must be a positive integer, got {trials!r}")
+            rows.append({"workload_id": workloads[key].id, "trials_asked": trials})
+        created = now()
+        job_id = connection.execute(
+            insert(JobRow).values(status=JobStatus.QUEUED.value, spec=spec, created_at=created)
+        ).inserted_primary_key[0]
+        target_ids = ensure_targets(connection, set(targets))
+        for row, target in zip(rows, targets, strict=True):
+            row.update(
+                job_id=job_id,
+                target_id=target_ids[target],
+                status=JobStatus.QUEUED.value,
+                trials_done=0,
+                created_at=created,
+            )
+        if rows:
+            connection.execute(insert(TaskRow), rows)
+        return load_job(connection, job_id)
+
+
+def _check_spec(spec: Any) -> dict[str, Any]:
+    if not isinstance(spec, Mapping):
+        raise RecordError(f"spec: must be a JSON object, got {type(spec).__name__}")
+    try:
+        return json.loads(json.dumps(spec, allow_nan=False))
+    except (TypeError, ValueError) as err:
+        raise RecordError(f"spec: must be plain JSON: {err}") from None
+
+
+def load_job(connection: Connection, job_id: int) -> Job:
+    row = connection.execute(select(JobRow.__table__).where(JobRow.id == job_id)).first()
+    if row is None:
+        raise RecordError(f"no job with id {job_id!r}")
+    tasks = connection.execute(task_select().where(TaskRow.job_id == job_id).order_by(TaskRow.id))
+    return to_job(row, [to_task(t) for t in tasks])
+
+
+def load_jobs(connection: Connection, status: JobStatus | None) -> list[Job]:
+    stmt = select(JobRow.id).order_by(JobRow.id.desc())
+    if status is not None:
+        stmt = stmt.where(JobRow.status == JobStatus(status).value)
+    return [load_job(connection, job_id) for job_id in connection.execute(stmt).scalars()]
+
+
+def existing_job_ids(connection: Connection, job_ids: Collection[int]) -> list[int]:
+    return list(connection.execute(select(JobRow.id).where(JobRow.id.in_(list(job_ids)))).scalars())
+
+
+def set_job_status(engine: Engine, job_id: int, status: JobStatus, error: str | None) -> Job:
+    values: dict[str, Any] = {"status": status.value, "error": error}
+    if status is JobStatus.RUNNING:
+        values["started_at"] = now()
+    if status in FINAL:
+        values["finished_at"] = now()
+    with engine.begin() as connection:
+        load_job(connection, job_id)
+        connection.execute(update(JobRow).where(JobRow.id == job_id).values(**values))
+        return load_job(connection, job_id)
+
+
+def update_task(
+    engine: Engine,
+    task_id: int,
+    status: JobStatus | None,
+    trials_done: int | None,
+    best_seconds: float | None,
+) -> JobTask:
+    values: dict[str, Any] = {}
+    if status is not None:
+        status = JobStatus(status)
+        values["status"] = status.value
+        if status is JobStatus.RUNNING:
+            values["started_at"] = now()
+        if status in FINAL:
+            values["finished_at"] = now()
+    if trials_done is not None:
+        if type(trials_done) is not int or trials_done < 0:
+            raise RecordError(f"trials_done: must be a non-negative integer, got {trials_done!r}")
+        values["trials_done"] = trials_done
+    if best_seconds is not None:
+        if not math.isfinite(best_seconds) or best_seconds < 0:
+            raise RecordError(f"best_seconds: must be finite and not negative, got {best_seconds}")
+        values["best_seconds"] = best_seconds
+    with engine.begin() as connection:
+        if values:
+            connection.execute(update(TaskRow).where(TaskRow.id == task_id).values(**values))
+        row = connection.execute(task_select().where(TaskRow.id == task_id)).first()
+        if row is None:
+            raise RecordError(f"no task with id {task_id!r}")
+        return to_task(row)

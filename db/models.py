@@ -1,0 +1,143 @@
+"""The tables, as SQLAlchemy ORM models. Private to ``db``: the API hands out the
+dataclasses of ``db.records`` instead.
+
+The schema is created and changed only by the Alembic migrations in
+``db/migrations``; a test checks that the migrations and these models agree.
+Timestamps are stored in UTC. Run times are a JSON list; ``mean_seconds`` is set
+only for successful records (a CHECK constraint says so), which is what keeps a
+failure from ever looking like a slow success.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    CheckConstraint,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL gets a BIGINT.
+RecordId = BigInteger().with_variant(Integer(), "sqlite")
+
+RECORD_STATUSES = ("ok", "build_error", "run_error", "timeout", "wrong_result", "crashed")
+JOB_STATUSES = ("queued", "running", "done", "failed", "cancelled")
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class WorkloadRow(Base):
+    __tablename__ = "workloads"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key: Mapped[str] = mapped_column(String(64), unique=True)
+    name: Mapped[str] = mapped_column(String(200))
+    json: Mapped[str] = mapped_column(Text)
+    flop_count: Mapped[int | None] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class TargetRow(Base):
+    __tablename__ = "targets"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    target: Mapped[str] = mapped_column(String(500), unique=True)
+    host_kind: Mapped[str] = mapped_column(String(200))
+
+
+class JobRow(Base):
+    __tablename__ = "jobs"
+    __table_args__ = (CheckConstraint(_in("status", JOB_STATUSES), name="status"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    status: Mapped[str] = mapped_column(String(16))
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class TaskRow(Base):
+    __tablename__ = "tasks"
+    __table_args__ = (
+        CheckConstraint(_in("status", JOB_STATUSES), name="status"),
+        CheckConstraint("trials_asked >= 0 AND trials_done >= 0", name="trials"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    workload_id: Mapped[int] = mapped_column(ForeignKey("workloads.id"))
+    target_id: Mapped[int] = mapped_column(ForeignKey("targets.id"))
+    status: Mapped[str] = mapped_column(String(16))
+    trials_asked: Mapped[int] = mapped_column(Integer)
+    trials_done: Mapped[int] = mapped_column(Integer)
+    best_seconds: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class RecordRow(Base):
+    __tablename__ = "records"
+    __table_args__ = (
+        CheckConstraint(_in("status", RECORD_STATUSES), name="status"),
+        CheckConstraint(
+            "(status = 'ok' AND mean_seconds IS NOT NULL AND mean_seconds >= 0)"
+            " OR (status <> 'ok' AND mean_seconds IS NULL)",
+            name="mean_only_when_ok",
+        ),
+        # best(): the fastest current-format successes of one workload on one target
+        Index(
+            "ix_records_best",
+            "workload_id",
+            "target_id",
+            "status",
+            "trace_version",
+            "mean_seconds",
+        ),
+        # is_measured(): has this schedule been measured here already
+        Index("ix_records_trace", "workload_id", "target_id", "trace_hash"),
+    )
+
+    id: Mapped[int] = mapped_column(RecordId, primary_key=True, autoincrement=True)
+    workload_id: Mapped[int] = mapped_column(ForeignKey("workloads.id"))
+    target_id: Mapped[int] = mapped_column(ForeignKey("targets.id"))
+    trace: Mapped[str] = mapped_column(Text)
+    trace_hash: Mapped[str] = mapped_column(String(64))
+    trace_version: Mapped[int] = mapped_column(Integer)
+    tensortune_version: Mapped[str] = mapped_column(String(32))
+    status: Mapped[str] = mapped_column(String(16))
+    run_times: Mapped[list[float]] = mapped_column(JSON)
+    mean_seconds: Mapped[float | None] = mapped_column(Float)
+    error: Mapped[str | None] = mapped_column(Text)
+    worker_host: Mapped[str] = mapped_column(String(200))
+    job_id: Mapped[int | None] = mapped_column(
+        ForeignKey("jobs.id", ondelete="SET NULL"), index=True
+    )
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

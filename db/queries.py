@@ -1,0 +1,153 @@
+"""Statements and row conversions shared by the Database's parts.
+
+Each function takes an open Connection, so the caller decides the transaction;
+the rows of ``db.models`` become the dataclasses of ``db.records`` here and
+nowhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Connection, Row, Select, insert, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from compiler.codegen.target import TargetError
+from compiler.database_lookup import canonical_target, target_host_kind
+from db.errors import RecordError
+from db.models import RecordRow, TargetRow, TaskRow, WorkloadRow
+from db.records import Job, JobStatus, JobTask, RecordStatus, TuningRecord, WorkloadEntry
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def as_utc(value: datetime | None) -> datetime | None:
+    """SQLite hands timestamps back without their zone; they were stored as UTC."""
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=UTC)
+
+
+def target_key(target: str, where: str) -> str:
+    try:
+        return canonical_target(target)
+    except TargetError as err:
+        raise RecordError(f"{where}: {err}") from None
+
+
+def insert_ignoring_duplicates(connection: Connection, table: Any, rows: list[dict]) -> None:
+    """Insert rows, skipping any whose unique key is already there (another process
+    may have added the same workload or target a moment ago)."""
+    if not rows:
+        return
+    dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
+    connection.execute(dialect.insert(table).on_conflict_do_nothing(), rows)
+
+
+def workload_rows(connection: Connection, keys: Collection[str]) -> dict[str, Row]:
+    """Stored workloads by key (id, key, json), for the keys that exist."""
+    if not keys:
+        return {}
+    stmt = select(WorkloadRow.id, WorkloadRow.key, WorkloadRow.json).where(
+        WorkloadRow.key.in_(list(keys))
+    )
+    return {row.key: row for row in connection.execute(stmt)}
+
+
+def target_ids(connection: Connection, targets: Collection[str]) -> dict[str, int]:
+    """Ids of the canonical target strings that exist."""
+    if not targets:
+        return {}
+    stmt = select(TargetRow.id, TargetRow.target).where(TargetRow.target.in_(list(targets)))
+    return {row.target: row.id for row in connection.execute(stmt)}
+
+
+def ensure_targets(
+    connection: Connection, targets: Collection[str], host_kinds: dict[str, str] | None = None
+) -> dict[str, int]:
+    """Ids of the canonical target strings, adding the missing ones."""
+    known = target_ids(connection, targets)
+    missing = [t for t in targets if t not in known]
+    kinds = host_kinds or {}
+    rows = [{"target": t, "host_kind": kinds.get(t) or target_host_kind(t)} for t in missing]
+    insert_ignoring_duplicates(connection, TargetRow, rows)
+    return target_ids(connection, targets) if missing else known
+
+
+def insert_records(connection: Connection, rows: list[dict[str, Any]]) -> None:
+    if rows:
+        connection.execute(insert(RecordRow), rows)
+
+
+RECORDS = RecordRow.__table__.join(
+    WorkloadRow.__table__, RecordRow.workload_id == WorkloadRow.id
+).join(TargetRow.__table__, RecordRow.target_id == TargetRow.id)
+
+
+def record_select() -> Select:
+    """Records with their workload key and target string, for ``to_record``."""
+    return select(RecordRow.__table__, WorkloadRow.key, TargetRow.target).select_from(RECORDS)
+
+
+def to_record(r: Row) -> TuningRecord:
+    return TuningRecord(
+        id=r.id,
+        workload_key=r.key,
+        target=r.target,
+        trace=r.trace,
+        trace_hash=r.trace_hash,
+        status=RecordStatus(r.status),
+        run_times=tuple(r.run_times),
+        mean_seconds=r.mean_seconds,
+        error=r.error,
+        worker_host=r.worker_host,
+        job_id=r.job_id,
+        created_at=as_utc(r.created_at),
+        trace_version=r.trace_version,
+        tensortune_version=r.tensortune_version,
+    )
+
+
+def to_workload(row: Row) -> WorkloadEntry:
+    return WorkloadEntry(row.key, row.name, row.json, row.flop_count)
+
+
+def to_task(t: Row) -> JobTask:
+    return JobTask(
+        id=t.id,
+        job_id=t.job_id,
+        workload_key=t.key,
+        target=t.target,
+        status=JobStatus(t.status),
+        trials_asked=t.trials_asked,
+        trials_done=t.trials_done,
+        best_seconds=t.best_seconds,
+        created_at=as_utc(t.created_at),
+        started_at=as_utc(t.started_at),
+        finished_at=as_utc(t.finished_at),
+    )
+
+
+def task_select() -> Select:
+    return (
+        select(TaskRow.__table__, WorkloadRow.key, TargetRow.target)
+        .join(WorkloadRow, TaskRow.workload_id == WorkloadRow.id)
+        .join(TargetRow, TaskRow.target_id == TargetRow.id)
+    )
+
+
+def to_job(row: Row, tasks: Iterable[JobTask]) -> Job:
+    return Job(
+        id=row.id,
+        status=JobStatus(row.status),
+        spec=row.spec,
+        created_at=as_utc(row.created_at),
+        started_at=as_utc(row.started_at),
+        finished_at=as_utc(row.finished_at),
+        error=row.error,
+        tasks=tuple(tasks),
+    )

@@ -1,0 +1,112 @@
+"""The checks a record passes before anything is written.
+
+A record's run times must be real (finite, not negative) and present exactly when
+it succeeded; a failure needs its message; and its trace must replay on its
+workload, so the database never holds a schedule the compiler cannot apply.
+Replaying costs milliseconds, so a ``TraceChecker`` remembers which traces it has
+seen replay on which workload, and the database skips traces it already stores
+for that workload (they were checked when they came in).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from compiler.ir.function import PrimFunc
+from compiler.schedule.errors import ScheduleError
+from compiler.schedule.schedule import Schedule
+from compiler.schedule.trace import TRACE_FORMAT_VERSION, Trace
+from compiler.workload import WorkloadError
+from compiler.workload_key import workload_from_json
+from db.errors import RecordError
+from db.records import RecordStatus
+
+STATUS_NAMES = ", ".join(s.value for s in RecordStatus)
+
+
+def check_outcome(
+    status: Any, run_times: Sequence[Any], error: Any, where: str
+) -> tuple[RecordStatus, tuple[float, ...]]:
+    """The status as an enum and the run times as floats, or RecordError."""
+    if not isinstance(status, RecordStatus):
+        try:
+            status = RecordStatus(status)
+        except ValueError:
+            raise RecordError(f"{where}: status {status!r} is not one of {STATUS_NAMES}") from None
+    if isinstance(run_times, (str, bytes)) or not isinstance(run_times, Sequence):
+        raise RecordError(f"{where}: run_times must be a list of seconds, got {run_times!r}")
+    times = tuple(_check_time(t, f"{where}: run_times[{i}]") for i, t in enumerate(run_times))
+    if status is RecordStatus.OK:
+        if not times:
+            raise RecordError(f"{where}: an ok record needs at least one run time")
+        if error is not None:
+            raise RecordError(f"{where}: an ok record has no error message, got {error!r}")
+    else:
+        if times:
+            raise RecordError(
+                f"{where}: a {status.value} record has no run times (they would not count); "
+                "store the failure with its error message only"
+            )
+        if not isinstance(error, str) or not error.strip():
+            raise RecordError(f"{where}: a {status.value} record needs its error message")
+    return status, times
+
+
+def _check_time(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise RecordError(f"{where}: must be a number of seconds, got {value!r}")
+    seconds = float(value)
+    if not math.isfinite(seconds) or seconds < 0:
+        raise RecordError(
+            f"{where}: {value!r} is not a run time; times are finite and not negative "
+            "(store a failed run with its status instead)"
+        )
+    return seconds
+
+
+def check_text(value: Any, where: str, limit: int) -> str:
+    if not isinstance(value, str) or len(value) > limit:
+        raise RecordError(f"{where}: must be a string of at most {limit} characters")
+    return value
+
+
+class TraceChecker:
+    """Replays traces on workloads, remembering the workloads it has read and the
+    (workload key, trace hash) pairs that replayed."""
+
+    def __init__(self) -> None:
+        self._funcs: dict[str, PrimFunc] = {}
+        self._replayed: set[tuple[str, str]] = set()
+
+    def knows(self, workload_key: str, trace_hash: str) -> bool:
+        return (workload_key, trace_hash) in self._replayed
+
+    def remember(self, workload_key: str, trace_hash: str) -> None:
+        self._replayed.add((workload_key, trace_hash))
+
+    def check(
+        self, workload_key: str, workload_json: str, trace_json: str, trace_hash: str, where: str
+    ) -> None:
+        """Raise RecordError unless the trace parses and replays on the workload."""
+        if self.knows(workload_key, trace_hash):
+            return
+        func = self._func(workload_key, workload_json, where)
+        try:
+            trace = Trace.from_json(trace_json)
+            trace.apply_to_schedule(Schedule(func))
+        except ScheduleError as err:
+            raise RecordError(
+                f"{where}: the trace does not replay on workload {workload_key[:12]} "
+                f"(trace format {TRACE_FORMAT_VERSION}): {err}"
+            ) from None
+        self.remember(workload_key, trace_hash)
+
+    def _func(self, workload_key: str, workload_json: str, where: str) -> PrimFunc:
+        if workload_key not in self._funcs:
+            try:
+                self._funcs[workload_key] = workload_from_json(workload_json)
+            except WorkloadError as err:
+                raise RecordError(f"{where}: workload {workload_key} is broken: {err}") from None
+        return self._funcs[workload_key]

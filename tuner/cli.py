@@ -1,0 +1,122 @@
+"""The ``tensortune`` command line. Today: the tuning database's maintenance.
+
+    tensortune db upgrade [--url URL]          bring the schema to this version's
+    tensortune db current [--url URL]          the schema revision
+    tensortune db export [--best K] [-o FILE]  records as JSON lines
+    tensortune db import FILE                  add an export's records
+    tensortune db merge OTHER_URL              add another database's records
+    tensortune db prune --keep K               keep the K best per workload and target
+
+``--url`` defaults to ``$TENSORTUNE_DB_URL``, else the embedded SQLite file. The
+environment is read here, once, and nowhere deeper.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from db import Database, DatabaseError, ImportSummary, default_url, migrate
+from db.engine import open_engine, shown
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    url = args.url or default_url()
+    try:
+        args.run(url, args)
+    except (DatabaseError, OSError) as err:
+        print(f"tensortune: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tensortune", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    db = commands.add_parser("db", help="the tuning database")
+    db_commands = db.add_subparsers(dest="db_command", required=True)
+
+    def command(
+        name: str, run: Callable[[str, argparse.Namespace], None], help_text: str
+    ) -> argparse.ArgumentParser:
+        sub = db_commands.add_parser(name, help=help_text)
+        sub.add_argument("--url", help="database URL (default: $TENSORTUNE_DB_URL or SQLite)")
+        sub.set_defaults(run=run)
+        return sub
+
+    upgrade = command("upgrade", _upgrade, "migrate the schema to a revision")
+    upgrade.add_argument("--revision", default="head", help="target revision (default: head)")
+    command("current", _current, "print the schema revision")
+    export = command("export", _export, "write records as JSON lines")
+    export.add_argument("--best", type=int, help="only the K fastest per workload and target")
+    export.add_argument("-o", "--output", help="file to write (default: standard output)")
+    import_ = command("import", _import, "add the records of a JSON lines export")
+    import_.add_argument("file", help="an export file ('-' for standard input)")
+    merge = command("merge", _merge, "add every record of another database")
+    merge.add_argument("other", help="URL of the database to merge in")
+    prune = command("prune", _prune, "delete all but the best records")
+    prune.add_argument("--keep", type=int, required=True, help="records kept per workload")
+    return parser
+
+
+def _upgrade(url: str, args: argparse.Namespace) -> None:
+    engine = open_engine(url)
+    try:
+        before = migrate.current_revision(engine)
+        migrate.upgrade(engine, args.revision)
+        after = migrate.current_revision(engine)
+    finally:
+        engine.dispose()
+    print(f"{shown(url)}: schema revision {before} -> {after}")
+
+
+def _current(url: str, args: argparse.Namespace) -> None:
+    engine = open_engine(url)
+    try:
+        revision = migrate.current_revision(engine)
+    finally:
+        engine.dispose()
+    print(f"{shown(url)}: schema revision {revision} (this tensortune: {migrate.head_revision()})")
+
+
+def _export(url: str, args: argparse.Namespace) -> None:
+    with Database(url) as db:
+        if args.output:
+            with open(args.output, "w") as out:
+                count = db.export_jsonl(out, best_k=args.best)
+        else:
+            count = db.export_jsonl(sys.stdout, best_k=args.best)
+    print(f"exported {count} records", file=sys.stderr)
+
+
+def _import(url: str, args: argparse.Namespace) -> None:
+    with Database(url) as db:
+        if args.file == "-":
+            summary = db.import_jsonl(sys.stdin)
+        else:
+            with open(args.file) as lines:
+                summary = db.import_jsonl(lines)
+    _print_summary(summary)
+
+
+def _merge(url: str, args: argparse.Namespace) -> None:
+    with Database(url) as db, Database(args.other, create=False) as other:
+        _print_summary(db.merge(other))
+
+
+def _prune(url: str, args: argparse.Namespace) -> None:
+    with Database(url) as db:
+        print(f"deleted {db.prune(args.keep)} records")
+
+
+def _print_summary(summary: ImportSummary) -> None:
+    print(
+        f"added {summary.workloads_added} workloads and {summary.records_added} records; "
+        f"skipped {summary.records_skipped} records already there"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
