@@ -111,7 +111,9 @@ def main() -> None:
 
     numpy_s = time_numpy(a, b, args.repeat)
 
-    naive = compiler.build(gemm_workload(m, n, k, packed=False), target="llvm")
+    naive = compiler.build(
+        gemm_workload(m, n, k, packed=False), target="llvm", default_schedule=False
+    )
     c = np.empty((m, n), dtype=np.float32)
     naive_s = naive.time_evaluator("main", number=1, repeat=1)(a, b, c).median
     np.testing.assert_allclose(c, expected, rtol=1e-3, atol=1e-3)

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
 from compiler.codegen.llvm_build import compile_ir, jit_load
 from compiler.codegen.llvm_module import emit_module
 from compiler.codegen.target import LLVMTarget, target_machine
+from compiler.database_lookup import TuningLookup, apply_best
+from compiler.default_schedule import apply_default_schedule
 from compiler.lower.pipeline import lower_func, to_ir_module
 from compiler.runtime.module import Function, Module
 from compiler.runtime.signature import FuncSignature
 
 SYMBOL_PREFIX = "tensortune_"
+
+logger = logging.getLogger(__name__)
 
 
 def build(
@@ -20,15 +25,33 @@ def build(
     args: Sequence[Any] | None = None,
     target: str | LLVMTarget = "llvm",
     name: str = "main",
+    *,
+    database: TuningLookup | None = None,
+    default_schedule: bool = True,
 ) -> Module:
     """Compile ``obj`` for a CPU and load it into this process.
 
     ``obj`` is an IRModule, a PrimFunc (named by its ``global_symbol``), a Schedule
     (its ``.mod``) or a TE-style schedule (``build(s, [A, B, C])``). ``target`` is
     ``"llvm"`` for this machine or e.g. ``"llvm -mcpu=znver3 -num-cores=2"``.
+
+    With ``database`` (anything with ``best_trace``, such as ``db.Database``), each
+    function that has a stored best schedule for this target is replaced by that
+    schedule replayed on it; an INFO log line (logger ``compiler.build``) says which
+    functions were tuned and which were not (``compiler.database_lookup.apply_best``
+    gives the same report as a value).
+
+    A function that comes with no schedule (see ``compiler.default_schedule``) gets
+    the default one: parallel outer loops, vectorized inner loops. Pass
+    ``default_schedule=False`` to compile the loops exactly as written.
     """
     llvm_target = LLVMTarget.parse(target)
     mod = to_ir_module(obj, args, name)
+    if database is not None:
+        mod, report = apply_best(mod, llvm_target, database)
+        logger.info("%s", report)
+    if default_schedule:
+        mod = apply_default_schedule(mod, target=llvm_target)
     lowered = {func_name: lower_func(func) for func_name, func in mod.items()}
     signatures = _signatures(mod)
     tm = target_machine(llvm_target)

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from importlib import metadata
 from typing import IO, Any
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, String, func, literal, select
 from sqlalchemy.exc import DBAPIError
 
 from compiler.ir.function import PrimFunc
@@ -35,6 +35,7 @@ from db.queries import (
     insert_records,
     now,
     record_select,
+    stored_hashes,
     target_key,
     to_record,
     to_workload,
@@ -51,7 +52,7 @@ from db.records import (
     canonical_trace,
     trace_hash,
 )
-from db.validate import TraceChecker, check_outcome, check_text
+from db.validate import TraceChecker, check_fields, check_outcome, check_text
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +83,11 @@ class Database:
         self._writer = self._engine.execution_options(**{WRITE: True})
         self._checker = TraceChecker()
         self._version = tensortune_version()
-        self._check_schema(create)
+        try:
+            self._check_schema(create)
+        except BaseException:
+            self._engine.dispose()
+            raise
 
     def _check_schema(self, create: bool) -> None:
         head = migrate.head_revision()
@@ -167,13 +172,15 @@ class Database:
         """Store every measurement in one transaction and return how many; raises
         RecordError naming the first bad one (``records[i]``), storing none."""
         batch = list(measurements)
+        for i, measurement in enumerate(batch):
+            check_fields(measurement, f"records[{i}]")
         with self._engine.connect() as connection:
             rows, targets = self._checked_rows(connection, batch)
         with self._writer.begin() as connection:
             ids = ensure_targets(connection, set(targets))
             for row, target in zip(rows, targets, strict=True):
                 row["target_id"] = ids[target]
-            _check_jobs(connection, rows)
+            jobs.check_jobs_exist(connection, rows)
             insert_records(connection, rows)
         return len(rows)
 
@@ -181,13 +188,12 @@ class Database:
         self, connection: Connection, batch: list[Measurement]
     ) -> tuple[list[dict[str, Any]], list[str]]:
         workloads = workload_rows(connection, {m.workload_key for m in batch})
-        stored = _stored_hashes(connection, workloads.values(), batch)
+        hashes = {trace_hash(canonical_trace(m.trace)) for m in batch}
+        stored = stored_hashes(connection, workloads.values(), hashes)
         created = now()
         rows, targets = [], []
         for i, m in enumerate(batch):
             where = f"records[{i}]"
-            if not isinstance(m, Measurement):
-                raise RecordError(f"{where}: expected a Measurement, got {type(m).__name__}")
             workload = workloads.get(m.workload_key)
             if workload is None:
                 raise RecordError(
@@ -224,8 +230,18 @@ class Database:
         workload on this target, fastest first (ties: the older first)."""
         if type(k) is not int or k < 1:
             raise RecordError(f"k: must be a positive integer, got {k!r}")
+        target = target_key(target, "target")
+        workload_id = select(WorkloadRow.id).where(WorkloadRow.key == workload_key)
+        target_id = select(TargetRow.id).where(TargetRow.target == target)
+        # One table, so the index hands rows over in answer order and the scan stops at k.
         stmt = (
-            self._where(record_select(), workload_key, target)
+            select(
+                RecordRow.__table__,
+                literal(workload_key, String).label("key"),
+                literal(target, String).label("target"),
+            )
+            .where(RecordRow.workload_id == workload_id.scalar_subquery())
+            .where(RecordRow.target_id == target_id.scalar_subquery())
             .where(RecordRow.status == RecordStatus.OK.value)
             .where(RecordRow.trace_version == TRACE_FORMAT_VERSION)
             .order_by(RecordRow.mean_seconds, RecordRow.id)
@@ -397,32 +413,3 @@ def _as_func(workload: Any) -> tuple[PrimFunc, str]:
     raise RecordError(
         f"workload: expected a PrimFunc or an operator spec dict, got {type(workload).__name__}"
     )
-
-
-def _stored_hashes(
-    connection: Connection, workloads: Iterable[Any], batch: list[Measurement]
-) -> set[tuple[str, str]]:
-    """Which (workload key, trace hash) of the batch are already stored, under any
-    target: those traces were checked when they came in."""
-    by_id = {w.id: w.key for w in workloads}
-    hashes = {trace_hash(canonical_trace(m.trace)) for m in batch}
-    if not by_id or not hashes:
-        return set()
-    stmt = (
-        select(RecordRow.workload_id, RecordRow.trace_hash)
-        .where(RecordRow.workload_id.in_(list(by_id)))
-        .where(RecordRow.trace_hash.in_(list(hashes)))
-        .where(RecordRow.trace_version == TRACE_FORMAT_VERSION)
-        .distinct()
-    )
-    return {(by_id[row.workload_id], row.trace_hash) for row in connection.execute(stmt)}
-
-
-def _check_jobs(connection: Connection, rows: list[dict[str, Any]]) -> None:
-    job_ids = {row["job_id"] for row in rows if row["job_id"] is not None}
-    if not job_ids:
-        return
-    found = set(jobs.existing_job_ids(connection, job_ids))
-    missing = sorted(job_ids - found)
-    if missing:
-        raise RecordError(f"records name jobs {missing} that do not exist; create them first")

@@ -37,8 +37,10 @@ def create_job(
             rows.append({"workload_id": workloads[key].id, "trials_asked": trials})
         created = now()
         job_id = connection.execute(
-            insert(JobRow).values(status=JobStatus.QUEUED.value, spec=spec, created_at=created)
-        ).inserted_primary_key[0]
+            insert(JobRow)
+            .values(status=JobStatus.QUEUED.value, spec=spec, created_at=created)
+            .returning(JobRow.id)
+        ).scalar_one()
         target_ids = ensure_targets(connection, set(targets))
         for row, target in zip(rows, targets, strict=True):
             row.update(
@@ -123,3 +125,14 @@ def update_task(
         if row is None:
             raise RecordError(f"no task with id {task_id!r}")
         return to_task(row)
+
+
+def check_jobs_exist(connection: Connection, rows: list[dict[str, Any]]) -> None:
+    """Records may name only jobs that exist."""
+    job_ids = {row["job_id"] for row in rows if row["job_id"] is not None}
+    if not job_ids:
+        return
+    found = set(existing_job_ids(connection, job_ids))
+    missing = sorted(job_ids - found)
+    if missing:
+        raise RecordError(f"records name jobs {missing} that do not exist; create them first")

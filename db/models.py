@@ -112,7 +112,7 @@ class RecordRow(Base):
             " OR (status <> 'ok' AND mean_seconds IS NULL)",
             name="mean_only_when_ok",
         ),
-        # best(): the fastest current-format successes of one workload on one target
+        # best(): one workload's current-format successes on one target, in answer order
         Index(
             "ix_records_best",
             "workload_id",
@@ -120,6 +120,7 @@ class RecordRow(Base):
             "status",
             "trace_version",
             "mean_seconds",
+            "id",
         ),
         # is_measured(): has this schedule been measured here already
         Index("ix_records_trace", "workload_id", "target_id", "trace_hash"),

@@ -16,6 +16,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from compiler.codegen.target import TargetError
 from compiler.database_lookup import canonical_target, target_host_kind
+from compiler.schedule.trace import TRACE_FORMAT_VERSION
 from db.errors import RecordError
 from db.models import RecordRow, TargetRow, TaskRow, WorkloadRow
 from db.records import Job, JobStatus, JobTask, RecordStatus, TuningRecord, WorkloadEntry
@@ -25,11 +26,13 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
-def as_utc(value: datetime | None) -> datetime | None:
+def as_utc(value: datetime) -> datetime:
     """SQLite hands timestamps back without their zone; they were stored as UTC."""
-    if value is None or value.tzinfo is not None:
-        return value
-    return value.replace(tzinfo=UTC)
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def _optional_utc(value: datetime | None) -> datetime | None:
+    return None if value is None else as_utc(value)
 
 
 def target_key(target: str, where: str) -> str:
@@ -127,8 +130,8 @@ def to_task(t: Row) -> JobTask:
         trials_done=t.trials_done,
         best_seconds=t.best_seconds,
         created_at=as_utc(t.created_at),
-        started_at=as_utc(t.started_at),
-        finished_at=as_utc(t.finished_at),
+        started_at=_optional_utc(t.started_at),
+        finished_at=_optional_utc(t.finished_at),
     )
 
 
@@ -146,8 +149,26 @@ def to_job(row: Row, tasks: Iterable[JobTask]) -> Job:
         status=JobStatus(row.status),
         spec=row.spec,
         created_at=as_utc(row.created_at),
-        started_at=as_utc(row.started_at),
-        finished_at=as_utc(row.finished_at),
+        started_at=_optional_utc(row.started_at),
+        finished_at=_optional_utc(row.finished_at),
         error=row.error,
         tasks=tuple(tasks),
     )
+
+
+def stored_hashes(
+    connection: Connection, workloads: Iterable[Row], hashes: Collection[str]
+) -> set[tuple[str, str]]:
+    """Which of the (workload, trace hash) pairs are already stored in the current
+    trace format, under any target: those traces were checked when they came in."""
+    by_id = {w.id: w.key for w in workloads}
+    if not by_id or not hashes:
+        return set()
+    stmt = (
+        select(RecordRow.workload_id, RecordRow.trace_hash)
+        .where(RecordRow.workload_id.in_(list(by_id)))
+        .where(RecordRow.trace_hash.in_(list(hashes)))
+        .where(RecordRow.trace_version == TRACE_FORMAT_VERSION)
+        .distinct()
+    )
+    return {(by_id[row.workload_id], row.trace_hash) for row in connection.execute(stmt)}

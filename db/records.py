@@ -43,12 +43,13 @@ def canonical_trace(trace: Trace | Mapping[str, Any] | str) -> str:
     kept as it is; validation reports it."""
     if isinstance(trace, Trace):
         return trace.to_json_string()
+    document: Any = trace
     if isinstance(trace, str):
         try:
-            trace = json.loads(trace)
+            document = json.loads(trace)
         except json.JSONDecodeError:
             return trace
-    return json.dumps(trace, sort_keys=True, separators=(",", ":"))
+    return json.dumps(document, sort_keys=True, separators=(",", ":"))
 
 
 def trace_hash(trace_json: str) -> str:

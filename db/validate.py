@@ -21,7 +21,7 @@ from compiler.schedule.trace import TRACE_FORMAT_VERSION, Trace
 from compiler.workload import WorkloadError
 from compiler.workload_key import workload_from_json
 from db.errors import RecordError
-from db.records import RecordStatus
+from db.records import Measurement, RecordStatus
 
 STATUS_NAMES = ", ".join(s.value for s in RecordStatus)
 
@@ -52,6 +52,18 @@ def check_outcome(
         if not isinstance(error, str) or not error.strip():
             raise RecordError(f"{where}: a {status.value} record needs its error message")
     return status, times
+
+
+def check_fields(measurement: Any, where: str) -> None:
+    """The fields a batch is grouped by, checked before anything is looked up."""
+    if not isinstance(measurement, Measurement):
+        raise RecordError(f"{where}: expected a Measurement, got {type(measurement).__name__}")
+    if not isinstance(measurement.workload_key, str):
+        raise RecordError(f"{where}.workload_key: must be a string (a workload's key)")
+    if not isinstance(measurement.target, str):
+        raise RecordError(f"{where}.target: must be a target string such as 'llvm'")
+    if measurement.job_id is not None and type(measurement.job_id) is not int:
+        raise RecordError(f"{where}.job_id: must be a job's id (an integer) or None")
 
 
 def _check_time(value: Any, where: str) -> float:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from compiler.arith import (
     Interval,
+    Simplifier,
     bound,
     can_prove,
     const_bound,
@@ -46,6 +47,7 @@ def evaluate(e: PrimExpr, env: Mapping[Var, int]) -> int:
         E.Mul: lambda: a * b,
         E.FloorDiv: lambda: a // b,
         E.FloorMod: lambda: a % b,
+        E.Div: lambda: abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1),
         E.Min: lambda: min(a, b),
         E.Max: lambda: max(a, b),
         E.LT: lambda: int(a < b),
@@ -107,6 +109,24 @@ def general_exprs() -> st.SearchStrategy[PrimExpr]:
     return st.recursive(leaves(), extend, max_leaves=8)
 
 
+def condition_exprs() -> st.SearchStrategy[PrimExpr]:
+    """Integer expressions with truncating division, comparisons and logic mixed in."""
+    ints = general_exprs()
+    compare = st.sampled_from([E.LT, E.LE, E.GT, E.GE, E.EQ, E.NE])
+    conditions = st.tuples(compare, ints, ints).map(lambda p: p[0](p[1], p[2]))
+    logic = st.tuples(st.sampled_from([E.And, E.Or]), conditions, conditions).map(
+        lambda p: p[0](p[1], p[2])
+    )
+    divisor = st.integers(1, 5).map(const)
+    return st.one_of(
+        conditions,
+        logic,
+        logic.map(E.Not),
+        st.tuples(ints, divisor).map(lambda p: E.Div(p[0], p[1])),
+        st.tuples(conditions, ints, ints).map(lambda p: E.Select(p[0], p[1], p[2])),
+    )
+
+
 def all_points(ranges: Mapping[Var, Range]) -> list[dict[Var, int]]:
     spans = [
         range(r.min.value, r.min.value + r.extent.value)  # type: ignore[attr-defined]
@@ -140,6 +160,17 @@ def test_bounds_enclose_every_value(e: PrimExpr, ranges: dict[Var, Range]) -> No
 @given(general_exprs(), var_ranges())
 def test_simplify_keeps_every_value_in_range(e: PrimExpr, ranges: dict[Var, Range]) -> None:
     simple = simplify(e, ranges)
+    for point in all_points(ranges):
+        assert evaluate(simple, point) == evaluate(e, point)
+
+
+@settings(max_examples=300, deadline=None)
+@given(condition_exprs(), var_ranges())
+def test_simplify_keeps_conditions_and_truncating_division_in_range(
+    e: PrimExpr, ranges: dict[Var, Range]
+) -> None:
+    simple = simplify(e, ranges)
+    assert simple.dtype == e.dtype
     for point in all_points(ranges):
         assert evaluate(simple, point) == evaluate(e, point)
 
@@ -269,3 +300,54 @@ def test_dense_image_keeps_fixed_variables_symbolic() -> None:
     assert image is not None and str(image.max) == "n - 1"
     assert dense_image(i1 * 2 + i0, {i1: Range(const(0), const(4))}) is None
     assert dense_image(i1 // 2, {i1: Range(const(0), const(4))}) is None
+
+
+def test_constants_fold_in_the_ir_semantics() -> None:
+    x = VARS[0]
+    assert str(normalize(E.FloorDiv(const(-7), const(2)))) == "-4"
+    assert str(normalize(E.FloorMod(const(7), const(-2)))) == "-1"
+    assert str(normalize(E.Div(const(-7), const(2)))) == "-3"
+    assert str(normalize(E.FloorDiv(x, const(0)))) == "x // 0"
+    assert str(normalize(E.Cast("bool", const(5)))) == "True"
+    assert str(normalize(E.Div(x, const(1)))) == "x"
+    assert str(normalize(E.Not(const(3) < 4))) == "False"
+
+
+def test_folding_never_overflows_the_dtype() -> None:
+    x = VARS[0]
+    assert isinstance(normalize(const(2**31 - 1) + const(1)), E.Add)
+    assert str(normalize((x + (2**31 - 1)) + 1)) == "x + 2147483647 + 1"
+    assert str(normalize(x * 65536 * 65536)) == "x * 65536 * 65536"
+    assert isinstance(normalize(E.Cast("int8", const(300))), E.Cast)
+    assert str(normalize(const(2**40, "int64") + 1)) == "T.int64(1099511627777)"
+
+
+def test_float_arithmetic_is_never_folded() -> None:
+    f = Var("f", "float32")
+    assert str(normalize(f + 0.0)) == str(f + 0.0)  # -0.0 + 0.0 is 0.0, not -0.0
+    assert normalize(f * 1.0) is f
+    assert normalize(1.0 * f) is f
+    assert normalize(f / 1.0) is f
+    assert isinstance(normalize(const(0.1) + const(0.2)), E.Add)
+    assert isinstance(normalize(E.Min(f, f + 1.0)), E.Min)
+
+
+def test_truncating_division_becomes_floor_division_only_when_it_simplifies() -> None:
+    x = VARS[0]
+    natural = {x: Range(const(0), const(8))}
+    assert str(simplify(E.Div(x + 4, const(4)), natural)) == "x // 4 + 1"
+    assert str(simplify(E.Div(x, const(8)), natural)) == "0"
+    assert isinstance(simplify(E.Div(x, const(3)), natural), E.Div)
+    assert isinstance(simplify(E.Div(x - 4, const(4)), natural), E.Div)
+
+
+def test_simplifier_binds_ranges_for_a_with_block_only() -> None:
+    j0, j1 = Var("j_0"), Var("j_1")
+    packed = ((j0 * 16 + j1) // 16 * 256 + 5) * 16 + (j0 * 16 + j1) % 16
+    simplifier = Simplifier()
+    with simplifier.bind(j1, Range(const(0), const(16))):
+        assert str(simplifier(packed)) == "j_0 * 4096 + j_1 + 80"
+        with simplifier.bind(j1, Range(const(16), const(16))):
+            assert str(simplifier((j0 * 16 + j1) // 16)) == "j_0 + 1"
+        assert str(simplifier((j0 * 16 + j1) // 16)) == "j_0"
+    assert "//" in str(simplifier(packed))

@@ -145,6 +145,8 @@ def test_bad_records_are_refused_naming_the_problem(database, key):
         (Measurement(key, ZEN, "{}", "slow", (1.0,)), "not one of ok, build_error"),
         (ok(key, 3, [1e-3], target="cuda"), "unknown target 'cuda'"),
         (ok(key, 3, [1e-3], job_id=12345), r"jobs \[12345\] that do not exist"),
+        (ok(key, 3, [1e-3], job_id="7"), r"records\[0\].job_id: must be a job's id"),
+        ((key, ZEN, "{}", [1.0]), "expected a Measurement, got tuple"),
     ]
     for measurement, message in cases:
         with pytest.raises(RecordError, match=message):

@@ -83,9 +83,7 @@ def test_the_command_line_exports_imports_merges_and_prunes(tmp_path, capsys):
     source, target = f"sqlite:///{tmp_path}/a.db", f"sqlite:///{tmp_path}/b.db"
     with Database(source) as db:
         key = db.commit_workload(MATMUL).key
-        db.commit_records(
-            [Measurement.ok(key, ZEN, split_trace(f), [f * 1e-4]) for f in (2, 3, 4)]
-        )
+        db.commit_records([Measurement.ok(key, ZEN, split_trace(f), [f * 1e-4]) for f in (2, 3, 4)])
     dump = tmp_path / "best.jsonl"
     assert main(["db", "export", "--url", source, "--best", "2", "-o", str(dump)]) == 0
     assert main(["db", "import", "--url", target, str(dump)]) == 0
@@ -108,3 +106,12 @@ def test_the_command_runs_as_a_program(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "-> 0001" in done.stdout
+
+
+def test_sqlite_runs_in_wal_mode_with_a_busy_timeout(tmp_path):
+    engine = open_engine(f"sqlite:///{tmp_path}/wal.db")
+    with engine.connect() as connection:
+        assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 60_000
+        assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+    engine.dispose()

@@ -15,7 +15,7 @@ import compiler
 from compiler import te
 from compiler.ir import expr as E
 from compiler.ir.buffer import Buffer
-from compiler.ir.expr import IntImm, PrimExpr, Var
+from compiler.ir.expr import IntImm, PrimExpr, Range, Var
 from compiler.ir.function import IRModule, PrimFunc
 from compiler.ir.node import Node, visit
 from compiler.ir.stmt import (
@@ -31,6 +31,7 @@ from compiler.ir.stmt import (
 from compiler.lower import PASS_NAMES, lower_func
 from compiler.lower.flatten_buffers import flat_index, flatten_buffers
 from compiler.lower.lower_blocks import lower_blocks
+from compiler.lower.pipeline import PASSES
 from compiler.lower.simplify import is_empty, simplify, simplify_node
 from compiler.schedule import Schedule
 
@@ -227,6 +228,110 @@ def test_simplify_never_changes_a_value(expr, x_value, y_value):
     except ZeroDivisionError:
         return
     assert _evaluate(simplify_node(expr), env) == before
+
+
+# --- simplify under the ranges of the enclosing loops ----------------------------------
+
+
+def packed_gemm(m: int, n: int, k: int, panel: int) -> PrimFunc:
+    """benchmarks/gemm.py's packed workload: B stored as column panels of width ``panel``."""
+    a = te.placeholder((m, k), name="A")
+    b = te.placeholder((k, n), name="B")
+    r = te.reduce_axis((0, k), name="k")
+    panels = te.compute(
+        (n // panel, k, panel), lambda p, kk, c: b[kk, p * panel + c], name="B_packed"
+    )
+    c = te.compute(
+        (m, n),
+        lambda i, j: te.sum(a[i, r] * panels[j // panel, r, j % panel], axis=r),
+        name="C",
+    )
+    return te.create_prim_func([a, b, c])
+
+
+def gemm_hand_schedule(func: PrimFunc, rows: int, panel: int, k_block: int) -> Schedule:
+    """The hand schedule of benchmarks/gemm.py with its tile sizes as parameters."""
+    sch = Schedule(func)
+    p, _, c = sch.get_loops(sch.get_block("B_packed"))
+    sch.parallel(p)
+    sch.vectorize(c)
+    gemm = sch.get_block("C")
+    i, j, k = sch.get_loops(gemm)
+    i_outer, i_inner = sch.split(i, [None, rows])
+    j_outer, j_inner = sch.split(j, [None, panel])
+    k_outer, k_inner = sch.split(k, [None, k_block])
+    sch.reorder(i_outer, j_outer, k_outer, k_inner, i_inner, j_inner)
+    write_back = sch.cache_write(gemm, 0, "local")
+    sch.reverse_compute_at(write_back, j_outer)
+    sch.decompose_reduction(gemm, k_outer)
+    sch.unroll(i_inner)
+    sch.vectorize(j_inner)
+    sch.parallel(i_outer)
+    return sch
+
+
+def without_flatten(func: PrimFunc) -> PrimFunc:
+    """Every lowering pass up to simplify: n-d accesses that the interpreter can check."""
+    return lower_func(func, passes=[p for p in PASSES if p.name != "flatten_buffers"])
+
+
+def test_packed_gemm_index_loses_its_division_and_modulo():
+    """``(j_0 * 16 + j_1) // 16`` is ``j_0`` and ``% 16`` is ``j_1`` while j_1 < 16."""
+    sch = gemm_hand_schedule(packed_gemm(10, 48, 20, 16), rows=4, panel=16, k_block=4)
+    func = sch.mod["main"]
+    text = compiler.lower(sch.mod, simple_mode=True).script()
+    assert "B_packed[j_0 * 320 + k_0 * 64 + k_1 * 16 + j_1]" in text
+    assert "//" not in text and "%" not in text
+    assert "if i_0 * 4 + i_1 < 10:" in text  # the ranges do not decide the split's guard
+    same_results(func, without_flatten(func))
+    a, b, c = random_args(func, seed=3)
+    compiler.build(sch.mod)["main"](a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_packed_gemm_index_as_written_by_the_workload():
+    """Unscheduled, the panel index keeps ``j // 16``: j runs over all of [0, 48)."""
+    text = compiler.lower(packed_gemm(5, 48, 3, 16), simple_mode=True).script()
+    assert "B_packed[j // 16 * 48 + k * 16 + j % 16]" in text
+
+
+def test_conditions_the_loop_ranges_decide_disappear():
+    buf = Buffer("A", (E.const(8),))
+    i = Var("i")
+    store = BufferStore(buf, E.Select(i >= 0, E.const(1.0), E.const(2.0)), (E.Min(i, E.const(7)),))
+    loop = For(i, E.const(0), E.const(8), ForKind.SERIAL, IfThenElse(i < 10, store))
+    assert str(simplify_node(loop)) == "for i in T.serial(8):\n    A[i] = T.float32(1.0)"
+    never = For(i, E.const(0), E.const(8), ForKind.SERIAL, IfThenElse(i * 2 > 14, store))
+    assert is_empty(simplify_node(never))
+
+
+def test_a_loop_range_starts_at_the_loop_min_and_holds_only_inside_the_loop():
+    buf = Buffer("A", (E.const(8),))
+    i = Var("i")
+    inside = BufferStore(buf, E.const(1.0), (i // 8 + i % 8,))
+    outside = BufferStore(buf, E.const(2.0), (i // 8 + i % 8,))
+    loop = For(i, E.const(3), E.const(5), ForKind.SERIAL, inside)
+    lowered = simplify_node(SeqStmt((loop, outside)))
+    assert isinstance(lowered, SeqStmt)
+    assert str(lowered.seq[0].body) == "A[i] = T.float32(1.0)"  # type: ignore[attr-defined]
+    assert str(lowered.seq[1]) == "A[i // 8 + i % 8] = T.float32(2.0)"
+    assert str(simplify_node(outside, {i: Range(E.const(0), E.const(8))})).startswith("A[i] =")
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    m=st.integers(1, 9),
+    panels=st.integers(1, 3),
+    k=st.integers(1, 9),
+    panel=st.integers(2, 5),
+    rows=st.integers(2, 4),
+    k_block=st.integers(2, 4),
+)
+def test_range_aware_simplify_keeps_every_gemm_schedule_exact(m, panels, k, panel, rows, k_block):
+    """Tile sizes that divide the extents or not: lowering keeps what the schedule computes."""
+    sch = gemm_hand_schedule(packed_gemm(m, panels * panel, k, panel), rows, panel, k_block)
+    func = sch.mod["main"]
+    same_results(func, without_flatten(func), seed=m * 100 + k)
 
 
 # --- flatten_buffers ---------------------------------------------------------------

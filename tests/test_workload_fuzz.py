@@ -17,7 +17,7 @@ from compiler.workload import WorkloadError, known_ops, workload_from_spec
 from compiler.workload_key import workload_from_json, workload_to_json
 
 FUZZ = settings(
-    max_examples=150,
+    max_examples=400,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

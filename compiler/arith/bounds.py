@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from compiler.arith.const_interval import const_interval
 from compiler.arith.linear import Linear, from_linear, to_linear
-from compiler.arith.simplifier import const_interval, normalize
+from compiler.arith.simplifier import normalize
 from compiler.ir import expr as E
 from compiler.ir.expr import IntImm, PrimExpr, Range, Var
 
@@ -35,6 +36,9 @@ class Interval:
     @staticmethod
     def from_range(r: Range) -> Interval:
         """``Range(min, extent)`` as the closed ``[min, min + extent - 1]``."""
+        if isinstance(r.min, IntImm) and isinstance(r.extent, IntImm):
+            last = r.min.value + r.extent.value - 1
+            return Interval(r.min, IntImm(last, E.promote(r.min.dtype, r.extent.dtype)))
         return Interval(r.min, normalize(r.min + r.extent - 1))
 
     @property
@@ -70,16 +74,13 @@ Ranges = Mapping[Var, "Range | Interval"]
 def bound(expr: PrimExpr, ranges: Ranges) -> Interval:
     """Conservative bounds of ``expr`` when each variable in ``ranges`` takes any
     value of its range (the others are symbols); exact for affine expressions."""
-    return _Bounder(ranges).bound(expr)
+    return Bounder(ranges).bound(expr)
 
 
 def const_bound(expr: PrimExpr, ranges: Ranges) -> tuple[int | None, int | None]:
     """Constant bounds of ``expr`` under ``ranges``; symbols without a range count
     as unbounded, so ``min(4, n - i)`` is at most 4."""
-    result = bound(expr, ranges)
-    lo = None if result.min is None else const_interval(result.min)[0]
-    hi = None if result.max is None else const_interval(result.max)[1]
-    return lo, hi
+    return Bounder(ranges).const_bound(expr)
 
 
 def _same(a: PrimExpr, b: PrimExpr) -> tuple[PrimExpr, PrimExpr]:
@@ -92,12 +93,36 @@ def _same(a: PrimExpr, b: PrimExpr) -> tuple[PrimExpr, PrimExpr]:
     )
 
 
-class _Bounder:
+class Bounder:
+    """Bound queries under one set of variable ranges, which ``bind`` and
+    ``restore`` change in place (the simplifier binds loop ranges one loop at a
+    time as a pass walks into a loop nest)."""
+
     def __init__(self, ranges: Ranges) -> None:
-        self.ranges: dict[int, Interval] = {}
-        for var, dom in ranges.items():
-            self.ranges[id(var)] = dom if isinstance(dom, Interval) else Interval.from_range(dom)
+        self.ranges: dict[int, Interval | Range] = {}
         self.relaxing: set[int] = set()
+        for var, dom in ranges.items():
+            self.bind(var, dom)
+
+    def bind(self, var: Var, dom: Range | Interval) -> Interval | Range | None:
+        """Let ``var`` range over ``dom``; returns the range it had, for ``restore``.
+        A ``Range`` becomes an ``Interval`` when a query first needs it: most
+        loops a pass binds are never asked about."""
+        previous = self.ranges.get(id(var))
+        self.ranges[id(var)] = dom
+        return previous
+
+    def restore(self, var: Var, previous: Interval | Range | None) -> None:
+        if previous is None:
+            del self.ranges[id(var)]
+        else:
+            self.ranges[id(var)] = previous
+
+    def const_bound(self, e: PrimExpr) -> tuple[int | None, int | None]:
+        result = self.bound(e)
+        lo = None if result.min is None else const_interval(result.min)[0]
+        hi = None if result.max is None else const_interval(result.max)[1]
+        return lo, hi
 
     def bound(self, e: PrimExpr) -> Interval:
         if not E.is_int(e.dtype):
@@ -152,6 +177,8 @@ class _Bounder:
         dom = self.ranges.get(id(v))
         if dom is None:
             return Interval.point(v)
+        if isinstance(dom, Range):
+            dom = self.ranges[id(v)] = Interval.from_range(dom)
         if id(v) in self.relaxing:
             return Interval(None, None)
         self.relaxing.add(id(v))

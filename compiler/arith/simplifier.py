@@ -1,39 +1,47 @@
 """Simplification of integer index expressions, optionally under known variable ranges.
 
 Schedules build index and bound expressions mechanically (``(i_0 * 4 + 3) -
-i_0 * 4 + 1``); this rewrites them to a canonical affine form (``4``), folds
-constants, and removes ``min``/``max``/``//``/``%`` and comparisons whose outcome
-the ranges decide. Every rewrite keeps the value of the expression exactly for
-every assignment of the variables inside their ranges. Float arithmetic is never
-rewritten: the IR evaluates it in the dtype's precision.
+i_0 * 4 + 1``, ``(j_0 * 16 + j_1) // 16`` with ``j_1`` in ``[0, 16)``); this
+rewrites them to a canonical affine form (``4``, ``j_0``), folds constants, and
+removes ``min``/``max``/``//``/``%`` and comparisons whose outcome the ranges
+decide. It is the compiler's one expression simplifier: schedule primitives call
+it with the ranges of the loops they reason about, and the lowering pass
+``simplify`` with the ranges of the loops around each statement.
+
+Every rewrite keeps the value of the expression exactly for every assignment of
+the variables inside their ranges: ``//`` and ``%`` floor, ``Div`` truncates, a
+folded constant must fit the dtype, and float arithmetic is never folded (the IR
+evaluates it in the dtype's precision, Python in double).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Union
+import operator
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Union
 
+from compiler.arith.const_interval import Bounds, const_interval, fits
 from compiler.arith.linear import Linear, from_linear, same_expr, to_linear
 from compiler.ir import expr as E
 from compiler.ir.expr import IntImm, PrimExpr, Range, Var
-from compiler.ir.node import Node, transform
+from compiler.ir.node import Node, transform, transform_pre
 
 if TYPE_CHECKING:
-    from compiler.arith.bounds import Interval
+    from compiler.arith.bounds import Bounder, Interval
 
-Bounds = tuple[int | None, int | None]
 RangeMap = Mapping[Var, Union[Range, "Interval"]]
 
 
 def simplify(expr: PrimExpr, ranges: RangeMap | None = None) -> PrimExpr:
     """``expr`` rewritten; ``ranges`` maps variables to a ``Range`` or an ``Interval``
     that they are known to lie in (loop variables and their loops' ranges)."""
-    return _Simplifier(ranges).run(expr)
+    return Simplifier(ranges)(expr)
 
 
 def normalize(expr: PrimExpr) -> PrimExpr:
     """``simplify`` without range facts: affine collection and constant folding."""
-    return _Simplifier(None).run(expr)
+    return Simplifier()(expr)
 
 
 def can_prove(condition: PrimExpr, ranges: RangeMap | None = None) -> bool:
@@ -42,149 +50,88 @@ def can_prove(condition: PrimExpr, ranges: RangeMap | None = None) -> bool:
     return isinstance(result, IntImm) and bool(result.value)
 
 
-def const_interval(expr: PrimExpr) -> Bounds:
-    """Constant bounds of ``expr`` by plain interval arithmetic, every variable
-    unbounded; ``None`` for a side that is not bounded by a constant."""
-    return _const_interval(expr)
+class Simplifier:
+    """The rewriter behind ``simplify``, kept across many expressions.
 
+    A pass that walks into loops simplifies every expression it meets under the
+    ranges of the loops around it; ``bind`` adds a loop's range for the duration
+    of a ``with`` block, so the range facts are converted once, not once per
+    expression.
+    """
 
-def _const_interval(e: PrimExpr) -> Bounds:
-    if isinstance(e, IntImm):
-        return e.value, e.value
-    if isinstance(e, (E.Add, E.Sub)):
-        a, b = _const_interval(e.a), _const_interval(e.b)
-        if isinstance(e, E.Sub):
-            b = _negate(b)
-        return _plus(a[0], b[0]), _plus(a[1], b[1])
-    if isinstance(e, E.Mul):
-        return _times(_const_interval(e.a), _const_interval(e.b))
-    if isinstance(e, E.FloorDiv) and _positive_const(e.b):
-        lo, hi = _const_interval(e.a)
-        c = e.b.value  # type: ignore[attr-defined]
-        return (None if lo is None else lo // c), (None if hi is None else hi // c)
-    if isinstance(e, E.FloorMod) and _positive_const(e.b):
-        lo, hi = _const_interval(e.a)
-        c = e.b.value  # type: ignore[attr-defined]
-        if lo is not None and hi is not None and lo // c == hi // c:
-            return lo % c, hi % c
-        return 0, c - 1
-    if isinstance(e, (E.Min, E.Max)):
-        return _min_max(type(e), _const_interval(e.a), _const_interval(e.b))
-    if isinstance(e, E.Select):
-        return _hull(_const_interval(e.true_value), _const_interval(e.false_value))
-    if isinstance(e, E.Cast) and E.is_int(e.dtype) and E.is_int(e.value.dtype):
-        return _const_interval(e.value)
-    if e.dtype == "bool":
-        return 0, 1
-    return None, None
+    def __init__(self, ranges: RangeMap | None = None) -> None:
+        self._bounder: Bounder | None = _new_bounder(ranges) if ranges else None
 
+    def __call__(self, expr: PrimExpr) -> PrimExpr:
+        return self._visit(expr)
 
-def _plus(a: int | None, b: int | None) -> int | None:
-    return None if a is None or b is None else a + b
+    @contextmanager
+    def bind(self, var: Var, dom: Range | Interval) -> Iterator[None]:
+        """Inside the ``with`` block, ``var`` is known to lie in ``dom``."""
+        if self._bounder is None:
+            self._bounder = _new_bounder({})
+        previous = self._bounder.bind(var, dom)
+        try:
+            yield
+        finally:
+            self._bounder.restore(var, previous)
 
+    def _visit(self, e: PrimExpr) -> PrimExpr:
+        if type(e) in _AFFINE_OPS and E.is_int(e.dtype):
+            return self._affine_root(e)
+        return self._operands_then_rule(e)
 
-def _negate(b: Bounds) -> Bounds:
-    return (None if b[1] is None else -b[1]), (None if b[0] is None else -b[0])
+    def _operands_then_rule(self, e: PrimExpr) -> PrimExpr:
+        """``e`` with its operands simplified, then rewritten by the rule for its kind."""
 
+        def operand(child: Node) -> Node | None:
+            return self._visit(child) if child is not e and isinstance(child, PrimExpr) else None
 
-def _times(a: Bounds, b: Bounds) -> Bounds:
-    if None in a or None in b:
-        for x, y in ((a, b), (b, a)):
-            if x[0] is not None and x[0] == x[1]:
-                c = x[0]
-                if c == 0:
-                    return 0, 0
-                lo, hi = (_mul(c, y[0]), _mul(c, y[1]))
-                return (lo, hi) if c > 0 else (hi, lo)
-        return None, None
-    corners = [p * q for p in a for q in b]  # type: ignore[operator]
-    return min(corners), max(corners)
+        rebuilt = transform_pre(e, operand)
+        rewritten = self._rewrite(rebuilt)
+        return rebuilt if rewritten is None else rewritten  # type: ignore[return-value]
 
+    def _affine_root(self, e: PrimExpr) -> PrimExpr:
+        """A whole sum of terms at once: simplify each atom and collect the terms
+        again (an atom may simplify to a sum), rather than rebuilding each partial
+        sum on the way up."""
+        collected = to_linear(e)
+        lin = Linear(e.dtype, collected.const)
+        for atom, coeff in collected.terms.values():
+            # an atom that is itself a sum or product (``(i + 1) * j``) is one term
+            affine_atom = type(atom) in _AFFINE_OPS
+            simplified = self._operands_then_rule(atom) if affine_atom else self._visit(atom)
+            lin.add(to_linear(simplified), coeff)
+        emitted = _emit(lin)
+        return transform(e, self._rewrite) if emitted is None else emitted
 
-def _mul(c: int, x: int | None) -> int | None:
-    return None if x is None else c * x
-
-
-def _min_max(kind: type, a: Bounds, b: Bounds) -> Bounds:
-    """Bounds of min(a, b) or max(a, b); a missing side is -inf (low) or +inf (high)."""
-    pick = min if kind is E.Min else max
-    both_lo = None if a[0] is None or b[0] is None else pick(a[0], b[0])
-    both_hi = None if a[1] is None or b[1] is None else pick(a[1], b[1])
-    if kind is E.Min:
-        known_hi = [x for x in (a[1], b[1]) if x is not None]
-        return both_lo, (min(known_hi) if known_hi else None)
-    known_lo = [x for x in (a[0], b[0]) if x is not None]
-    return (max(known_lo) if known_lo else None), both_hi
-
-
-def _hull(a: Bounds, b: Bounds) -> Bounds:
-    lo = None if a[0] is None or b[0] is None else min(a[0], b[0])
-    hi = None if a[1] is None or b[1] is None else max(a[1], b[1])
-    return lo, hi
-
-
-def _positive_const(e: PrimExpr) -> bool:
-    return isinstance(e, IntImm) and e.value > 0
-
-
-def _const(e: PrimExpr) -> int | None:
-    return e.value if isinstance(e, IntImm) else None
-
-
-def _bool(value: bool) -> IntImm:
-    return IntImm(int(value), "bool")
-
-
-def _trunc_div(a: int, b: int) -> int:
-    quotient = abs(a) // abs(b)
-    return quotient if (a < 0) == (b < 0) else -quotient
-
-
-class _Simplifier:
-    def __init__(self, ranges: RangeMap | None) -> None:
-        self.ranges = ranges or None
-        self.rules: dict[type, Callable[..., PrimExpr | None]] = {
-            E.Add: self.affine,
-            E.Sub: self.affine,
-            E.Mul: self.affine,
-            E.FloorDiv: self.floordiv,
-            E.FloorMod: self.floormod,
-            E.Div: self.truncdiv,
-            E.Min: self.min_max,
-            E.Max: self.min_max,
-            E.LT: self.compare,
-            E.LE: self.compare,
-            E.GT: self.compare,
-            E.GE: self.compare,
-            E.EQ: self.compare,
-            E.NE: self.compare,
-            E.And: self.logical,
-            E.Or: self.logical,
-            E.Not: self.negation,
-            E.Select: self.select,
-            E.Cast: self.cast,
-        }
-
-    def run(self, expr: PrimExpr) -> PrimExpr:
-        return transform(expr, self.rewrite)
-
-    def rewrite(self, node: Node) -> Node | None:
-        rule = self.rules.get(type(node))
-        return None if rule is None else rule(node)
+    def _rewrite(self, node: Node) -> Node | None:
+        if isinstance(node, E.BinaryOp) and isinstance(node.a, IntImm):
+            if isinstance(node.b, IntImm):
+                return _fold(node, node.a.value, node.b.value)
+        rule = _RULES.get(type(node))
+        return None if rule is None else rule(self, node)
 
     def interval(self, e: PrimExpr) -> Bounds:
-        if self.ranges is None:
-            return _const_interval(e)
-        from compiler.arith.bounds import const_bound
+        if self._bounder is None or not self._bounder.ranges:
+            return const_interval(e)
+        return self._bounder.const_bound(e)
 
-        return const_bound(e, self.ranges)
+    def difference(self, a: PrimExpr, b: PrimExpr) -> PrimExpr:
+        """``a - b`` in affine normal form, for bound queries only (its constants
+        may not fit the dtype)."""
+        if a.dtype != b.dtype or not E.is_int(a.dtype):
+            return self(a - b)
+        lin = to_linear(a)
+        lin.add(to_linear(b), -1)
+        return from_linear(lin)
 
     # integer arithmetic ----------------------------------------------------------
 
     def affine(self, e: E.BinaryOp) -> PrimExpr | None:
         if not E.is_int(e.dtype):
-            return None
-        return from_linear(to_linear(e))
+            return _float_identity(e) if isinstance(e, E.Mul) else None
+        return _emit(to_linear(e))
 
     def split_by(self, e: PrimExpr, divisor: int) -> tuple[Linear, Linear]:
         """``e = divisor * quotient + rest`` with the terms whose coefficients
@@ -200,67 +147,69 @@ class _Simplifier:
         return quotient, rest
 
     def floordiv(self, e: E.FloorDiv) -> PrimExpr | None:
-        a, b = _const(e.a), _const(e.b)
-        if not E.is_int(e.dtype) or b is None or b <= 0:
+        b = _const(e.b)
+        if not _int_operands(e) or b is None or b <= 0:
             return None
-        if a is not None:
-            return E.const(a // b, e.dtype)
         if b == 1:
             return e.a
-        inner_divisor = _const(e.a.b) if isinstance(e.a, E.FloorDiv) else None
-        if isinstance(e.a, E.FloorDiv) and inner_divisor is not None and inner_divisor > 0:
-            return self.run(E.FloorDiv(e.a.a, E.const(inner_divisor * b, e.dtype)))
+        if isinstance(e.a, E.FloorDiv):
+            inner = _const(e.a.b)
+            if inner is not None and inner > 0 and fits(inner * b, e.dtype):
+                merged = E.FloorDiv(e.a.a, E.const(inner * b, e.dtype))
+                rewritten = self.floordiv(merged)
+                return merged if rewritten is None else rewritten
         quotient, rest = self.split_by(e.a, b)
-        rest_expr = from_linear(rest)
+        rest_expr = _emit(rest)
+        if rest_expr is None:
+            return None
         lo, hi = self.interval(rest_expr)
         if lo is not None and hi is not None and lo // b == hi // b:
             quotient.const += lo // b
-            return from_linear(quotient)
+            return _emit(quotient)
         if quotient.is_const and quotient.const == 0:
             return None
-        quotient.add_term(E.FloorDiv(rest_expr, E.const(b, e.dtype)), 1)
-        return from_linear(quotient)
+        quotient.add_term(E.FloorDiv(rest_expr, e.b), 1)
+        return _emit(quotient)
 
     def floormod(self, e: E.FloorMod) -> PrimExpr | None:
-        a, b = _const(e.a), _const(e.b)
-        if not E.is_int(e.dtype) or b is None or b <= 0:
+        b = _const(e.b)
+        if not _int_operands(e) or b is None or b <= 0:
             return None
-        if a is not None:
-            return E.const(a % b, e.dtype)
         if b == 1:
             return E.const(0, e.dtype)
         _, rest = self.split_by(e.a, b)
-        rest_expr = from_linear(rest)
+        rest_expr = _emit(rest)
+        if rest_expr is None:
+            return None
         lo, hi = self.interval(rest_expr)
         if lo is not None and hi is not None and lo // b == hi // b:
             rest.const -= (lo // b) * b
-            return from_linear(rest)
+            return _emit(rest)
         if same_expr(rest_expr, e.a):
             return None
         return E.FloorMod(rest_expr, e.b)
 
     def truncdiv(self, e: E.Div) -> PrimExpr | None:
-        a, b = _const(e.a), _const(e.b)
-        if not E.is_int(e.dtype) or b is None or b <= 0:
+        """Truncating division of a value known to be non-negative is floor division;
+        the rewrite is kept only where floor division then simplifies."""
+        if not E.is_int(e.dtype):
+            return _float_identity(e)
+        b = _const(e.b)
+        if not _int_operands(e) or b is None or b <= 0:
             return None
-        if a is not None:
-            return E.const(_trunc_div(a, b), e.dtype)
+        if b == 1:
+            return e.a
         lo, _ = self.interval(e.a)
         if lo is None or lo < 0:
             return None
-        as_floor = E.FloorDiv(e.a, e.b)
-        rewritten = self.floordiv(as_floor)
-        return as_floor if rewritten is None else rewritten
+        return self.floordiv(E.FloorDiv(e.a, e.b))
 
     def min_max(self, e: E.Min | E.Max) -> PrimExpr | None:
-        if not E.is_int(e.dtype):
+        if not _int_operands(e):
             return None
-        a, b = _const(e.a), _const(e.b)
-        if a is not None and b is not None:
-            return E.const(min(a, b) if isinstance(e, E.Min) else max(a, b), e.dtype)
         if same_expr(e.a, e.b):
             return e.a
-        lo, hi = self.interval(self.run(e.b - e.a))
+        lo, hi = self.interval(self.difference(e.b, e.a))
         a_smaller = lo is not None and lo >= 0
         b_smaller = hi is not None and hi <= 0
         if a_smaller or b_smaller:
@@ -274,7 +223,7 @@ class _Simplifier:
         if not (E.is_int(e.a.dtype) and E.is_int(e.b.dtype)):
             return None
         small, large = (e.b, e.a) if isinstance(e, (E.GT, E.GE)) else (e.a, e.b)
-        lo, hi = self.interval(self.run(large - small))
+        lo, hi = self.interval(self.difference(large, small))
         if isinstance(e, (E.LT, E.GT)):
             return _decide(lo is not None and lo > 0, hi is not None and hi <= 0)
         if isinstance(e, (E.LE, E.GE)):
@@ -286,6 +235,7 @@ class _Simplifier:
         return _decide(differ, equal)
 
     def logical(self, e: E.And | E.Or) -> PrimExpr | None:
+        """``True and x`` is x, ``False and x`` is False; dually for ``or``."""
         absorbing = 0 if isinstance(e, E.And) else 1
         for known, other in ((_const(e.a), e.b), (_const(e.b), e.a)):
             if known is None:
@@ -313,9 +263,111 @@ class _Simplifier:
         if e.value.dtype == e.dtype:
             return e.value
         value = _const(e.value)
-        if value is not None and E.is_int(e.dtype) and E.is_int(e.value.dtype):
-            return E.const(value, e.dtype)
+        if value is None:
+            return None
+        if e.dtype == "bool":
+            return _bool(value != 0)
+        return _make_int(value, e.dtype) if E.is_int(e.dtype) else None
+
+
+_RULES: dict[type, Callable[[Simplifier, Any], PrimExpr | None]] = {
+    E.Add: Simplifier.affine,
+    E.Sub: Simplifier.affine,
+    E.Mul: Simplifier.affine,
+    E.FloorDiv: Simplifier.floordiv,
+    E.FloorMod: Simplifier.floormod,
+    E.Div: Simplifier.truncdiv,
+    E.Min: Simplifier.min_max,
+    E.Max: Simplifier.min_max,
+    E.LT: Simplifier.compare,
+    E.LE: Simplifier.compare,
+    E.GT: Simplifier.compare,
+    E.GE: Simplifier.compare,
+    E.EQ: Simplifier.compare,
+    E.NE: Simplifier.compare,
+    E.And: Simplifier.logical,
+    E.Or: Simplifier.logical,
+    E.Not: Simplifier.negation,
+    E.Select: Simplifier.select,
+    E.Cast: Simplifier.cast,
+}
+
+
+_AFFINE_OPS = (E.Add, E.Sub, E.Mul)
+
+
+def _trunc_div(a: int, b: int) -> int:
+    quotient = abs(a) // abs(b)
+    return quotient if (a < 0) == (b < 0) else -quotient
+
+
+_FOLDS: dict[type, Callable[[int, int], int | None]] = {
+    E.Add: operator.add,
+    E.Sub: operator.sub,
+    E.Mul: operator.mul,
+    E.FloorDiv: lambda a, b: a // b if b else None,
+    E.FloorMod: lambda a, b: a % b if b else None,
+    E.Div: lambda a, b: _trunc_div(a, b) if b else None,
+    E.Min: min,
+    E.Max: max,
+    E.EQ: operator.eq,
+    E.NE: operator.ne,
+    E.LT: operator.lt,
+    E.LE: operator.le,
+    E.GT: operator.gt,
+    E.GE: operator.ge,
+    E.And: lambda a, b: bool(a) and bool(b),
+    E.Or: lambda a, b: bool(a) or bool(b),
+}
+
+
+def _fold(e: E.BinaryOp, a: int, b: int) -> PrimExpr | None:
+    """Both operands constant: the value in the IR's semantics, if it fits the dtype."""
+    value = _FOLDS[type(e)](a, b)
+    return None if value is None else _make_int(int(value), e.dtype)
+
+
+def _emit(lin: Linear) -> PrimExpr | None:
+    """``from_linear(lin)``, or None when a constant in it would not fit the dtype
+    (``from_linear`` writes negative coefficients as subtractions)."""
+    if lin.is_const:
+        return _make_int(lin.const, lin.dtype)
+    if not fits(abs(lin.const), lin.dtype):
         return None
+    if any(not fits(abs(coeff), lin.dtype) for _, coeff in lin.terms.values()):
+        return None
+    return from_linear(lin)
+
+
+def _float_identity(e: E.BinaryOp) -> PrimExpr | None:
+    """``x * 1.0`` and ``x / 1.0`` are exactly ``x``; ``x + 0.0`` is not (for -0.0)."""
+    if _is_float_one(e.b) and e.a.dtype == e.dtype:
+        return e.a
+    if isinstance(e, E.Mul) and _is_float_one(e.a) and e.b.dtype == e.dtype:
+        return e.b
+    return None
+
+
+def _int_operands(e: E.BinaryOp) -> bool:
+    """An integer operation whose operands have its dtype, so that either operand
+    may replace it."""
+    return E.is_int(e.dtype) and e.a.dtype == e.dtype and e.b.dtype == e.dtype
+
+
+def _is_float_one(e: PrimExpr) -> bool:
+    return isinstance(e, E.FloatImm) and e.value == 1.0
+
+
+def _const(e: PrimExpr) -> int | None:
+    return e.value if isinstance(e, IntImm) else None
+
+
+def _make_int(value: int, dtype: str) -> IntImm | None:
+    return IntImm(value, dtype) if fits(value, dtype) else None
+
+
+def _bool(value: bool) -> IntImm:
+    return IntImm(int(value), "bool")
 
 
 def _decide(true_if: bool, false_if: bool) -> PrimExpr | None:
@@ -324,3 +376,9 @@ def _decide(true_if: bool, false_if: bool) -> PrimExpr | None:
     if false_if:
         return _bool(False)
     return None
+
+
+def _new_bounder(ranges: RangeMap) -> Bounder:
+    from compiler.arith.bounds import Bounder  # bounds builds on normalize
+
+    return Bounder(ranges)

@@ -12,9 +12,10 @@ from typing import Any
 
 @dataclass(frozen=True)
 class ProfileResult:
-    """Seconds per run, one entry per repeat."""
+    """Seconds per run, one entry per repeat, each the mean of ``number`` runs."""
 
     results: tuple[float, ...]
+    number: int
 
     @property
     def mean(self) -> float:
@@ -59,7 +60,7 @@ def time_raw(
             per_run_ms = max(elapsed * 1e3 / number, 1e-6)
             number = max(math.ceil(min_repeat_ms / per_run_ms * 1.1), math.ceil(number * 1.618))
         results.append(elapsed / number)
-    return ProfileResult(tuple(results))
+    return ProfileResult(tuple(results), number)
 
 
 def _time_loop(raw: Callable[..., Any], args: Sequence[Any], number: int) -> float:

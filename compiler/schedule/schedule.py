@@ -26,6 +26,10 @@ from compiler.schedule.trace import Instruction, Trace
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# Every function a primitive has transformed carries this attribute (value True), so
+# that compiler.build gives its default schedule only to functions that have none.
+SCHEDULED_ATTR = "tensortune.scheduled"
+
 
 def instruction(method: F) -> F:
     """Record a call of ``method`` in the trace; undo the module on ScheduleError.
@@ -144,7 +148,7 @@ class Schedule:
         return self._mod[func_name]
 
     def _install(self, func_name: str, func: PrimFunc) -> None:
-        self._mod = self._mod.with_function(func_name, func)
+        self._mod = self._mod.with_function(func_name, func.with_attr(SCHEDULED_ATTR, True))
 
     def _block(self, rv: BlockRV) -> Block:
         if not isinstance(rv, BlockRV):

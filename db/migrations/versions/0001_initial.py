@@ -113,7 +113,7 @@ def upgrade() -> None:
     op.create_index(
         "ix_records_best",
         "records",
-        ["workload_id", "target_id", "status", "trace_version", "mean_seconds"],
+        ["workload_id", "target_id", "status", "trace_version", "mean_seconds", "id"],
     )
     op.create_index("ix_records_trace", "records", ["workload_id", "target_id", "trace_hash"])
     op.create_index(op.f("ix_records_job_id"), "records", ["job_id"])

@@ -1,0 +1,446 @@
+"""The schedule a PrimFunc gets when nobody wrote one: parallel outer loops, vector
+inner loops, and reductions turned so that a spatial loop runs innermost.
+
+It reads the loop nest, not the operator: for every block whose loops are a
+plain nest (each loop the whole body of the one above, the block at the bottom)
+it makes up to five moves, each with the ordinary Schedule primitives, so each
+is checked for legality by the primitive itself and recorded in the trace:
+
+1. **Reorder.** When the innermost loop is a reduction (matmul's ``k``, a
+   convolution's window), the innermost spatial loop along which the written
+   buffer is contiguous, and every read streams (see ``_streams``), goes
+   innermost: ``C[i, j] += A[i, k] * B[k, j]`` becomes ``i, k, j``, and a
+   convolution runs its output row innermost. A softmax sum, which reads a row
+   across its reduction, stays as it is, and so does a reduction of at most
+   ``SMALL_REDUCTION`` steps (a 3x3 pooling window).
+2. **Split for threads.** When no loop outside the innermost one has an iteration
+   per thread (a 1-d elementwise op, a column reduction), the innermost spatial
+   loop is split into whole-vector chunks and the loop over chunks moved
+   outermost (a split that does not divide adds a guard).
+3. **Vectorize.** When the innermost loop is spatial and the written buffer is
+   contiguous along it, it is vectorized whole (see ``_vectorize_inner`` for why
+   it is not first split by the vector lanes).
+4. **Parallelize.** The leading spatial loops are fused, outermost first, until
+   there are ``PARALLEL_GRAIN`` iterations per thread, and the fused loop runs in
+   parallel, when the nest does enough work to pay for starting the threads.
+5. **Split the init.** A reduction whose innermost loop is now spatial gets its
+   initialization as a block of its own (``decompose_reduction``), so the vector
+   loop does not test for the first reduction step.
+
+A move the primitives refuse (``ScheduleError``) is dropped whole and the next one
+is tried: the result is always a legal schedule of the same computation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import cached_property, partial
+
+from compiler.arith.linear import structural_key as _key
+from compiler.arith.linear import to_linear
+from compiler.codegen.target import LLVMTarget
+from compiler.ir import expr as E
+from compiler.ir.analysis import find_block_realize, substitute, uses_var
+from compiler.ir.expr import PrimExpr, Var
+from compiler.ir.function import IRModule, PrimFunc
+from compiler.ir.node import Node, visit
+from compiler.ir.stmt import BlockRealize, BufferStore, For, ForKind, IterKind
+from compiler.schedule import primitives as P
+from compiler.schedule.errors import ScheduleError
+from compiler.schedule.handles import BlockRV
+from compiler.schedule.schedule import SCHEDULED_ATTR, Schedule
+
+# Parallel iterations per thread that the fusion of outer loops aims for, so that
+# the threads' static chunks come out nearly even.
+PARALLEL_GRAIN = 8
+# Fewer loop iterations than this in a whole nest run serially: starting the
+# OpenMP team (1-2 us, far more when another process holds a core) would cost
+# more than it saves.
+MIN_PARALLEL_WORK = 2**16
+# A reduction this short (iterations inside the spatial loop that would move in)
+# stays innermost: LLVM unrolls it whole and vectorizes the loop outside by itself,
+# and moving the spatial loop in would only reload the output for every step.
+SMALL_REDUCTION = 16
+# The largest step between the elements consecutive iterations of a vectorized loop
+# read: a stride-2 convolution vectorizes well, a column of a matrix does not.
+MAX_READ_STRIDE = 2
+# Intrinsics the LLVM backend emits as plain libm calls, which its loop vectorizer
+# cannot widen: a vectorized loop around one only earns a warning.
+_SCALAR_CALLS = frozenset(["erf"])
+
+
+@dataclass(frozen=True)
+class _Nest:
+    """The loops of one block, outermost first, and what each does to the block:
+    ``spatial[k]`` is True when loop ``k`` binds no reduce variable."""
+
+    loops: tuple[For, ...]
+    realize: BlockRealize
+
+    @cached_property
+    def spatial(self) -> tuple[bool, ...]:
+        block = self.realize.block
+        reduce_values = [
+            value
+            for iv, value in zip(block.iter_vars, self.realize.iter_values, strict=True)
+            if iv.kind is IterKind.REDUCE
+        ]
+        return tuple(
+            not any(uses_var(value, loop.loop_var) for value in reduce_values)
+            for loop in self.loops
+        )
+
+    def extent(self, k: int) -> int | None:
+        extent = self.loops[k].extent
+        return extent.value if isinstance(extent, E.IntImm) else None
+
+    def product(self, positions: Iterable[int]) -> int | None:
+        """The product of these loops' extents; None when one is symbolic."""
+        total = 1
+        for k in positions:
+            extent = self.extent(k)
+            if extent is None:
+                return None
+            total *= extent
+        return total
+
+    def writes(self) -> list[tuple[PrimExpr, ...]]:
+        return [_bound_indices(self.realize, s.indices) for s in _stores(self.realize)]
+
+    def reads(self) -> list[tuple[PrimExpr, ...]]:
+        found: list[tuple[PrimExpr, ...]] = []
+
+        def collect(n: Node) -> bool | None:
+            if isinstance(n, BlockRealize) and n is not self.realize:
+                return False
+            if isinstance(n, E.BufferLoad):
+                found.append(_bound_indices(self.realize, n.indices))
+            return None
+
+        visit(self.realize.block.body, collect)
+        return found
+
+
+def default_schedule(
+    func: PrimFunc,
+    *,
+    target: str | LLVMTarget = "llvm",
+    min_parallel_work: int = MIN_PARALLEL_WORK,
+) -> PrimFunc:
+    """``func`` with the default schedule applied, marked as scheduled.
+
+    ``target`` gives the thread count and vector width; ``min_parallel_work`` is the
+    fewest loop iterations of a nest that make it worth running in parallel.
+    """
+    sch = schedule_by_default(func, target=target, min_parallel_work=min_parallel_work)
+    return sch.mod["main"].with_attr(SCHEDULED_ATTR, True)
+
+
+def apply_default_schedule(mod: IRModule, *, target: str | LLVMTarget = "llvm") -> IRModule:
+    """``mod`` with every function that ``is_unscheduled`` given the default schedule;
+    what ``compiler.build`` does unless told ``default_schedule=False``."""
+    functions = {
+        name: default_schedule(func, target=target) if is_unscheduled(func) else func
+        for name, func in mod.items()
+    }
+    return IRModule(functions)
+
+
+def is_unscheduled(func: PrimFunc) -> bool:
+    """No Schedule primitive has transformed ``func`` (it lacks ``SCHEDULED_ATTR``) and
+    nobody set a loop kind or annotation by hand: every loop is serial and plain."""
+    if func.attrs.get(SCHEDULED_ATTR):
+        return False
+    plain = True
+
+    def check(n: Node) -> bool | None:
+        nonlocal plain
+        if isinstance(n, For) and (
+            n.kind is not ForKind.SERIAL or n.annotations or n.thread_binding is not None
+        ):
+            plain = False
+        return plain
+
+    visit(func.body, check)
+    return plain
+
+
+def schedule_by_default(
+    func: PrimFunc,
+    *,
+    target: str | LLVMTarget = "llvm",
+    min_parallel_work: int = MIN_PARALLEL_WORK,
+) -> Schedule:
+    """The Schedule of ``default_schedule``, whose trace replays it (a tuner's baseline)."""
+    if not isinstance(func, PrimFunc):
+        raise TypeError(f"default_schedule takes a PrimFunc, not {type(func).__name__}")
+    llvm_target = LLVMTarget.parse(target)
+    sch = Schedule(func)
+    for name in P.block_names(func):
+        block = sch.get_block(name)
+        nest = _nest(sch, block)
+        if nest is None:
+            continue
+        plan = _Plan(
+            threads=llvm_target.threads,
+            lanes=_vector_lanes(nest, llvm_target),
+            parallel=_work(nest) >= min_parallel_work,
+        )
+        sch = _attempt(sch, partial(_reorder_reduction, block=block))
+        sch = _attempt(sch, partial(_split_for_threads, block=block, plan=plan))
+        sch = _attempt(sch, partial(_vectorize_inner, block=block))
+        for fused in _parallel_choices(sch, block, plan):
+            before = sch
+            sch = _attempt(sch, partial(_parallelize_outer, block=block, count=fused))
+            if sch is not before:
+                break
+        sch = _attempt(sch, partial(_split_init, block=block))
+    return sch
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the target and the nest's size allow for one block."""
+
+    threads: int
+    lanes: int
+    parallel: bool
+
+    @property
+    def want(self) -> int:
+        return self.threads * PARALLEL_GRAIN
+
+
+def _attempt(sch: Schedule, move: Callable[[Schedule], None]) -> Schedule:
+    """``sch`` after ``move``, or ``sch`` itself when a primitive refused part of it."""
+    trial = sch.copy()
+    try:
+        move(trial)
+    except ScheduleError:
+        return sch
+    return trial
+
+
+# the moves ---------------------------------------------------------------------------
+
+
+def _reorder_reduction(sch: Schedule, block: BlockRV) -> None:
+    """Move the innermost spatial loop along which the block writes consecutive
+    elements, and every read streams, inside the reduction loops."""
+    nest = _nest(sch, block)
+    if nest is None or nest.spatial[-1]:
+        return
+    writes, reads = nest.writes(), nest.reads()
+    candidates = [
+        k
+        for k, loop in enumerate(nest.loops)
+        if nest.spatial[k]
+        and nest.extent(k) != 1
+        and all(_contiguous(w, loop.loop_var) for w in writes)
+        and all(_streams(r, loop.loop_var) for r in reads)
+    ]
+    if not candidates:
+        return
+    chosen = candidates[-1]
+    inside = nest.product(range(chosen + 1, len(nest.loops)))
+    if inside is not None and inside <= SMALL_REDUCTION:
+        return
+    order = [k for k in range(len(nest.loops)) if k != chosen] + [chosen]
+    loops = sch.get_loops(block)
+    sch.reorder(*(loops[k] for k in order))
+
+
+def _split_for_threads(sch: Schedule, block: BlockRV, plan: _Plan) -> None:
+    """When no loop outside the innermost one has an iteration for every thread (a
+    1-d elementwise op, a column reduction), split the innermost spatial loop into
+    chunks and move the loop over chunks outward, so that it can run in parallel.
+    Chunks are whole vectors and divide the loop where a nearby size does."""
+    nest = _nest(sch, block)
+    if nest is None or not plan.parallel or not nest.spatial[-1]:
+        return
+    outer = _leading_spatial(nest)[: len(nest.loops) - 1]
+    outside = nest.product(outer)
+    if outside is None or outside >= plan.threads:
+        return
+    extent = nest.extent(len(nest.loops) - 1)
+    if extent is None or extent < 2 * plan.threads * plan.lanes:
+        return
+    parts = -(-plan.want // max(1, outside))
+    chunk = plan.lanes * -(-extent // (plan.lanes * parts))
+    dividing = [c for c in range(chunk, 2 * chunk, plan.lanes) if extent % c == 0]
+    chunk = dividing[0] if dividing else chunk
+    loops = sch.get_loops(block)
+    chunks, inner = sch.split(loops[-1], [None, chunk])
+    rest = loops[len(outer) : -1]
+    if rest:
+        sch.reorder(chunks, *rest)
+
+
+def _vectorize_inner(sch: Schedule, block: BlockRV) -> None:
+    """Vectorize the innermost loop, whole, when it is spatial and the block writes
+    consecutive elements along it. LLVM picks the vector width and handles the
+    remainder; splitting by the lanes first, which would hand it loops of exactly
+    one vector, made it fully unroll them and vectorize the loop outside with
+    gathers instead (up to 18x slower on an AVX-512 host, 2x on AVX2)."""
+    nest = _nest(sch, block)
+    if nest is None or not nest.spatial[-1] or nest.extent(len(nest.loops) - 1) == 1:
+        return
+    inner = nest.loops[-1].loop_var
+    if (
+        all(_contiguous(w, inner) for w in nest.writes())
+        and all(_streams(r, inner) for r in nest.reads())
+        and not _calls_scalar(nest)
+    ):
+        sch.vectorize(sch.get_loops(block)[-1])
+
+
+def _parallel_choices(sch: Schedule, block: BlockRV, plan: _Plan) -> list[int]:
+    """How many leading loops to fuse and parallelize, best first: as few as reach
+    ``PARALLEL_GRAIN`` iterations a thread, then fewer in case the primitives refuse."""
+    nest = _nest(sch, block)
+    if nest is None or not plan.parallel:
+        return []
+    leading = _leading_spatial(nest)
+    if leading and nest.loops[len(leading) - 1].kind is not ForKind.SERIAL:
+        leading = leading[:-1]  # the vectorized innermost loop
+    product, count = 1, 0
+    for k in leading:
+        if product >= plan.want:
+            break
+        product, count = product * (nest.extent(k) or plan.want), count + 1
+    if product < 2:
+        return []
+    return list(range(count, 0, -1))
+
+
+def _parallelize_outer(sch: Schedule, block: BlockRV, count: int) -> None:
+    loops = sch.get_loops(block)
+    fused = sch.fuse(*loops[:count]) if count > 1 else loops[0]
+    sch.parallel(fused)
+
+
+def _split_init(sch: Schedule, block: BlockRV) -> None:
+    """A reduction with a spatial loop innermost would test "first step?" in every
+    iteration of its vector loop; give the initialization its own loop nest, just
+    outside the outermost reduction loop."""
+    nest = _nest(sch, block)
+    if nest is None or nest.realize.block.init is None or not nest.spatial[-1]:
+        return
+    first_reduce = nest.spatial.index(False) if False in nest.spatial else None
+    if first_reduce is not None:
+        sch.decompose_reduction(block, sch.get_loops(block)[first_reduce])
+
+
+# reading the nest ----------------------------------------------------------------------
+
+
+def _nest(sch: Schedule, block: BlockRV) -> _Nest | None:
+    """The block's loops when they form a plain nest down to it, else None."""
+    func = sch.mod[block.func_name]
+    realize = find_block_realize(func.body, block.name)
+    if realize is None:
+        return None
+    loops = tuple(P.loops_above(func, block.name))
+    if not loops:
+        return None
+    for outer, inner in zip(loops, (*loops[1:], realize), strict=True):
+        if outer.body is not inner:
+            return None
+    return _Nest(loops, realize)
+
+
+def _leading_spatial(nest: _Nest) -> list[int]:
+    """The positions of the serial spatial loops at the top of the nest."""
+    leading = []
+    for k, loop in enumerate(nest.loops):
+        if not nest.spatial[k] or loop.kind not in (ForKind.SERIAL, ForKind.VECTORIZED):
+            break
+        leading.append(k)
+    return leading
+
+
+def _work(nest: _Nest) -> float:
+    """Iterations of the whole nest; a symbolic extent counts as large."""
+    total = nest.product(range(len(nest.loops)))
+    return math.inf if total is None else total
+
+
+def _vector_lanes(nest: _Nest, target: LLVMTarget) -> int:
+    """Elements of the written buffer's dtype in one vector register."""
+    stores = _stores(nest.realize)
+    dtype = stores[0].buffer.dtype if stores else "float32"
+    bits = 8 if dtype == "bool" else int("".join(c for c in dtype if c.isdigit()))
+    return max(1, target.vector_bits // bits)
+
+
+def _calls_scalar(nest: _Nest) -> bool:
+    found = False
+
+    def look(n: Node) -> bool | None:
+        nonlocal found
+        found = found or (isinstance(n, E.Call) and n.op in _SCALAR_CALLS)
+        return not found
+
+    visit(nest.realize.block.body, look)
+    return found
+
+
+def _stores(realize: BlockRealize) -> list[BufferStore]:
+    found: list[BufferStore] = []
+
+    def collect(n: Node) -> bool | None:
+        if isinstance(n, BlockRealize) and n is not realize:
+            return False
+        if isinstance(n, BufferStore):
+            found.append(n)
+        return None
+
+    visit(realize.block.body, collect)
+    return found
+
+
+def _bound_indices(realize: BlockRealize, indices: tuple[PrimExpr, ...]) -> tuple[PrimExpr, ...]:
+    """``indices`` in the loop variables: each block variable replaced by its binding."""
+    mapping = {
+        iv.var: value
+        for iv, value in zip(realize.block.iter_vars, realize.iter_values, strict=True)
+    }
+    return tuple(substitute(i, mapping) for i in indices)
+
+
+def _stride(index: PrimExpr, var: Var) -> int | None:
+    """How far ``index`` moves when ``var`` grows by one; None when that depends on
+    where it is (``var`` inside a division, a min, a load)."""
+    if not uses_var(index, var):
+        return 0
+    linear = to_linear(index)
+    term = linear.terms.get(_key(var))
+    others = [atom for key, (atom, _) in linear.terms.items() if key != _key(var)]
+    if term is None or any(uses_var(atom, var) for atom in others):
+        return None
+    return term[1]
+
+
+def _contiguous(indices: tuple[PrimExpr, ...], var: Var) -> bool:
+    """Consecutive values of ``var`` touch consecutive elements (row-major)."""
+    if not indices:
+        return False
+    *outer, last = indices
+    return _stride(last, var) == 1 and all(_stride(i, var) == 0 for i in outer)
+
+
+def _streams(indices: tuple[PrimExpr, ...], var: Var) -> bool:
+    """Consecutive values of ``var`` read the same element, or elements at most
+    ``MAX_READ_STRIDE`` apart in the last dimension: vector loads and shuffles, not
+    gathers."""
+    if not indices:
+        return True
+    *outer, last = indices
+    step = _stride(last, var)
+    return (
+        step is not None
+        and 0 <= step <= MAX_READ_STRIDE
+        and all(_stride(i, var) == 0 for i in outer)
+    )

@@ -1,0 +1,346 @@
+"""The workers' interface: candidates in, build and run results out, all plain data.
+
+A ``Builder`` turns candidates (workload JSON + trace JSON + target) into shared
+libraries; a ``Runner`` checks and times them. Everything that crosses a process
+or a host is one of the frozen dataclasses below, converted to JSON (and, for a
+library, raw bytes), so a backend can run the work anywhere without pickling
+compiler objects. A failure is a value: an ``ErrorKind`` and a message, never an
+exception that loses the candidate.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+import hashlib
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+class WorkersError(RuntimeError):
+    """A backend cannot be set up or used as asked (no such kind, no matching host)."""
+
+
+class ErrorKind(enum.Enum):
+    """How a candidate failed. The values are those of ``db.RecordStatus``, so a
+    result becomes a record without a translation table."""
+
+    BUILD_ERROR = "build_error"
+    RUN_ERROR = "run_error"
+    TIMEOUT = "timeout"
+    WRONG_RESULT = "wrong_result"
+    CRASHED = "crashed"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One schedule to measure: the workload (``compiler.workload_key.workload_to_json``
+    text), the trace (``Trace.to_json_string`` text) and the target string.
+
+    ``spec`` is the operator spec the workload came from (JSON text), when it came
+    from one: the runner then checks results against numpy instead of against the
+    unscheduled build, after checking that the spec really gives this workload.
+    """
+
+    workload: str
+    trace: str
+    target: str = "llvm"
+    spec: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("workload", "trace", "target"):
+            if not isinstance(getattr(self, name), str):
+                raise TypeError(
+                    f"Candidate.{name} must be JSON text (str), got "
+                    f"{type(getattr(self, name)).__name__}; use Candidate.make for objects"
+                )
+        if self.spec is not None and not isinstance(self.spec, str):
+            raise TypeError(f"Candidate.spec must be JSON text or None, got {type(self.spec)}")
+
+    @staticmethod
+    def make(
+        func: Any, trace: Any, target: str = "llvm", spec: Mapping[str, Any] | None = None
+    ) -> Candidate:
+        """A candidate from a workload PrimFunc and a Trace (or their JSON already)."""
+        from compiler.workload_key import workload_to_json
+
+        workload = func if isinstance(func, str) else workload_to_json(func)
+        trace_text = trace if isinstance(trace, str) else trace.to_json_string()
+        spec_text = None if spec is None else json.dumps(spec, sort_keys=True)
+        return Candidate(workload, trace_text, target, spec_text)
+
+    @property
+    def workload_id(self) -> str:
+        """A cheap name for the workload text, for caches (not the canonical key)."""
+        return hashlib.sha256(self.workload.encode()).hexdigest()[:32]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload,
+            "trace": self.trace,
+            "target": self.target,
+            "spec": self.spec,
+        }
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> Candidate:
+        return Candidate(data["workload"], data["trace"], data["target"], data.get("spec"))
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A built candidate: the shared library's bytes, the function to call in it and
+    that function's signature (``FuncSignature.to_json`` as text)."""
+
+    library: bytes
+    function: str
+    signature: str
+
+
+def _check_outcome(owner: str, has_value: bool, kind: ErrorKind | None, error: str | None) -> None:
+    if has_value == (kind is not None) or (kind is None) != (error is None):
+        raise ValueError(
+            f"{owner} holds either a value or an error kind with a message, never both or "
+            f"neither; got value={has_value}, error_kind={kind}, error={error!r}"
+        )
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """A candidate and either its artifact or why it could not be built."""
+
+    candidate: Candidate
+    artifact: Artifact | None = None
+    error_kind: ErrorKind | None = None
+    error: str | None = None
+    seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        _check_outcome("BuildResult", self.artifact is not None, self.error_kind, self.error)
+
+    @property
+    def ok(self) -> bool:
+        return self.artifact is not None
+
+    @staticmethod
+    def failed(
+        candidate: Candidate, kind: ErrorKind, error: str, seconds: float = 0.0
+    ) -> BuildResult:
+        return BuildResult(candidate, None, kind, error, seconds)
+
+    def header(self) -> dict[str, Any]:
+        """JSON for everything but the library bytes, which travel beside it."""
+        artifact = self.artifact
+        return {
+            "candidate": self.candidate.to_json(),
+            "function": None if artifact is None else artifact.function,
+            "signature": None if artifact is None else artifact.signature,
+            "error_kind": None if self.error_kind is None else self.error_kind.value,
+            "error": self.error,
+            "seconds": self.seconds,
+        }
+
+    @staticmethod
+    def from_header(header: Mapping[str, Any], library: bytes | None) -> BuildResult:
+        candidate = Candidate.from_json(header["candidate"])
+        if header["error_kind"] is not None:
+            kind = ErrorKind(header["error_kind"])
+            return BuildResult.failed(candidate, kind, header["error"], header["seconds"])
+        if library is None:
+            raise WorkersError("a successful build result arrived without its library bytes")
+        artifact = Artifact(library, header["function"], header["signature"])
+        return BuildResult(candidate, artifact, seconds=header["seconds"])
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A candidate and either its run times (seconds per call, one per repeat, each the
+    mean of ``number`` calls) or why it has none. ``worker_host`` says where it ran."""
+
+    candidate: Candidate
+    run_times: tuple[float, ...] = ()
+    number: int = 0
+    error_kind: ErrorKind | None = None
+    error: str | None = None
+    worker_host: str = ""
+
+    def __post_init__(self) -> None:
+        _check_outcome("RunResult", bool(self.run_times), self.error_kind, self.error)
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind is None
+
+    @property
+    def mean_seconds(self) -> float | None:
+        return sum(self.run_times) / len(self.run_times) if self.run_times else None
+
+    @staticmethod
+    def failed(
+        candidate: Candidate, kind: ErrorKind, error: str, worker_host: str = ""
+    ) -> RunResult:
+        return RunResult(candidate, (), 0, kind, error, worker_host)
+
+    @staticmethod
+    def from_build(build: BuildResult) -> RunResult:
+        """The record of a candidate that never reached a runner."""
+        assert build.error_kind is not None and build.error is not None
+        return RunResult.failed(build.candidate, build.error_kind, build.error)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "candidate": self.candidate.to_json(),
+            "run_times": list(self.run_times),
+            "number": self.number,
+            "error_kind": None if self.error_kind is None else self.error_kind.value,
+            "error": self.error,
+            "worker_host": self.worker_host,
+        }
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> RunResult:
+        kind = data["error_kind"]
+        return RunResult(
+            Candidate.from_json(data["candidate"]),
+            tuple(float(t) for t in data["run_times"]),
+            int(data["number"]),
+            None if kind is None else ErrorKind(kind),
+            data["error"],
+            data["worker_host"],
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class MeasureConfig:
+    """How a runner times a candidate.
+
+    ``warmup`` calls, then ``repeat`` timed loops of ``number`` calls; ``number``
+    first grows until one loop takes ``min_repeat_ms``, so tiny kernels are not
+    timer noise. ``flush_cache`` writes over ``flush_bytes`` before each repeat so
+    every repeat starts with cold caches. ``timeout_s`` bounds loading, checking and
+    timing one candidate; ``reference_timeout_s`` bounds computing a workload's
+    reference outputs (once per workload per runner process). ``tolerance`` is the
+    largest accepted error relative to the largest reference value (None: by dtype).
+    """
+
+    number: int = 1
+    repeat: int = 3
+    min_repeat_ms: float = 10.0
+    warmup: int = 1
+    flush_cache: bool = False
+    flush_bytes: int = 64 << 20
+    timeout_s: float = 10.0
+    reference_timeout_s: float = 120.0
+    seed: int = 0
+    tolerance: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("number", "repeat"):
+            if getattr(self, name) < 1:
+                raise ValueError(
+                    f"MeasureConfig.{name} must be at least 1, got {getattr(self, name)}"
+                )
+        for name in ("min_repeat_ms", "warmup", "flush_bytes"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"MeasureConfig.{name} must not be negative")
+        for name in ("timeout_s", "reference_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(
+                    f"MeasureConfig.{name} must be positive, got {getattr(self, name)}"
+                )
+
+    def to_json(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> MeasureConfig:
+        return MeasureConfig(**data)
+
+
+class Builder(abc.ABC):
+    """Builds candidates, in parallel where the backend can."""
+
+    @abc.abstractmethod
+    def stream(self, candidates: Sequence[Candidate]) -> Iterator[tuple[int, BuildResult]]:
+        """Yield ``(index, result)`` for every candidate, in the order they finish."""
+
+    def build(self, candidates: Sequence[Candidate]) -> list[BuildResult]:
+        """One result per candidate, in the candidates' order."""
+        return _in_order(self.stream(candidates), len(candidates))
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release processes or actors; the builder is not used after this."""
+
+    def __enter__(self) -> Builder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Runner(abc.ABC):
+    """Checks and times built candidates, one at a time per host."""
+
+    @abc.abstractmethod
+    def stream(self, builds: Sequence[BuildResult]) -> Iterator[tuple[int, RunResult]]:
+        """Yield ``(index, result)`` for every build, in the order they finish; a failed
+        build passes through as a run result with the same error."""
+
+    def run(self, builds: Sequence[BuildResult]) -> list[RunResult]:
+        """One result per build, in the builds' order."""
+        return _in_order(self.stream(builds), len(builds))
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release processes or actors; the runner is not used after this."""
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass(frozen=True)
+class Workers:
+    """A builder and a runner of one backend, used together; ``shutdown`` (if any)
+    releases what the backend itself holds, such as a Ray it started."""
+
+    builder: Builder
+    runner: Runner
+    shutdown: Callable[[], None] | None = None
+
+    def measure(self, candidates: Sequence[Candidate]) -> list[RunResult]:
+        """Build the whole batch, then run it, so that no build competes with a timing."""
+        return self.runner.run(self.builder.build(candidates))
+
+    def close(self) -> None:
+        try:
+            self.builder.close()
+            self.runner.close()
+        finally:
+            if self.shutdown is not None:
+                self.shutdown()
+
+    def __enter__(self) -> Workers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _in_order(stream: Iterator[tuple[int, Any]], count: int) -> list[Any]:
+    results: list[Any] = [None] * count
+    for index, result in stream:
+        if results[index] is not None:
+            raise WorkersError(f"a backend reported candidate {index} twice")
+        results[index] = result
+    missing = [k for k, r in enumerate(results) if r is None]
+    if missing:
+        raise WorkersError(
+            f"a backend dropped candidates {missing}; every candidate needs a result"
+        )
+    return results

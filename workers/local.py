@@ -1,0 +1,147 @@
+"""The local backend: a pool of builder processes and one runner process.
+
+Builders run in parallel, one child process per core; the runner is a single
+child that measures one candidate at a time, so candidates do not disturb each
+other's timings. Children start in the background when the backend is made (it
+returns in milliseconds); a child that crashes or passes its deadline is killed
+and replaced, and the candidate it held gets one record saying so.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import deque
+from collections.abc import Iterator, Sequence
+from multiprocessing.connection import wait
+
+from workers.base import (
+    Builder,
+    BuildResult,
+    Candidate,
+    ErrorKind,
+    MeasureConfig,
+    Runner,
+    RunResult,
+    Workers,
+)
+from workers.process import Died, Reply, TimedOut, WorkerProcess
+
+
+def create_local(
+    *,
+    max_workers: int | None = None,
+    build_timeout_s: float = 30.0,
+    config: MeasureConfig | None = None,
+) -> Workers:
+    """``max_workers`` builder processes (default: one per core), each build bounded by
+    ``build_timeout_s``; one runner measuring as ``config`` says."""
+    builder = LocalBuilder(max_workers=max_workers, timeout_s=build_timeout_s)
+    return Workers(builder, LocalRunner(config=config))
+
+
+class LocalBuilder(Builder):
+    """``max_workers`` builder processes (default: one per core); ``timeout_s`` bounds
+    each candidate's build, including a fresh process's start-up."""
+
+    def __init__(self, *, max_workers: int | None = None, timeout_s: float = 30.0) -> None:
+        count = max_workers if max_workers is not None else (os.cpu_count() or 1)
+        if count < 1:
+            raise ValueError(f"LocalBuilder: max_workers must be at least 1, got {count}")
+        if not timeout_s > 0:
+            raise ValueError(f"LocalBuilder: timeout_s must be positive, got {timeout_s}")
+        self.timeout_s = timeout_s
+        self._workers = [WorkerProcess("build") for _ in range(count)]
+
+    def stream(self, candidates: Sequence[Candidate]) -> Iterator[tuple[int, BuildResult]]:
+        pending = deque(enumerate(candidates))
+        busy: dict[WorkerProcess, tuple[int, float]] = {}
+        try:
+            while pending or busy:
+                for worker in self._workers:
+                    if worker not in busy and pending:
+                        index, candidate = pending.popleft()
+                        request = {"op": "build", "candidate": candidate.to_json()}
+                        if not worker.send(request):
+                            worker.replace()
+                            worker.send(request)
+                        busy[worker] = (index, time.monotonic() + self.timeout_s)
+                yield from self._collect(busy, candidates)
+        finally:
+            for worker in busy:
+                worker.replace()
+
+    def _collect(
+        self, busy: dict[WorkerProcess, tuple[int, float]], candidates: Sequence[Candidate]
+    ) -> Iterator[tuple[int, BuildResult]]:
+        """Wait for the first reply or deadline; yield what finished and free its worker."""
+        now = time.monotonic()
+        timeout = max(0.0, min(deadline for _, deadline in busy.values()) - now)
+        ready = set(wait([w.connection for w in busy], timeout))
+        for worker in list(busy):
+            index, deadline = busy[worker]
+            candidate = candidates[index]
+            if worker.connection in ready:
+                outcome = worker.receive()
+                if isinstance(outcome, Reply):
+                    result = BuildResult.from_header(outcome.header, outcome.payload)
+                else:
+                    worker.replace()
+                    message = f"the builder process died ({outcome.how}) building this candidate"
+                    result = BuildResult.failed(candidate, ErrorKind.CRASHED, message)
+            elif time.monotonic() >= deadline:
+                worker.replace()
+                message = (
+                    f"building took longer than {self.timeout_s:g} s; the builder was replaced"
+                )
+                result = BuildResult.failed(candidate, ErrorKind.TIMEOUT, message)
+            else:
+                continue
+            del busy[worker]
+            yield index, result
+
+    def close(self) -> None:
+        for worker in self._workers:
+            worker.close()
+
+
+class LocalRunner(Runner):
+    """One runner process that checks and times candidates one at a time."""
+
+    def __init__(self, *, config: MeasureConfig | None = None) -> None:
+        self.config = config or MeasureConfig()
+        self._worker = WorkerProcess("run")
+
+    def stream(self, builds: Sequence[BuildResult]) -> Iterator[tuple[int, RunResult]]:
+        for index, build in enumerate(builds):
+            yield index, self._measure(build)
+
+    def _measure(self, build: BuildResult) -> RunResult:
+        if not build.ok:
+            return RunResult.from_build(build)
+        config = self.config.to_json()
+        candidate = build.candidate
+        worker = self._worker
+        if candidate.workload_id not in worker.prepared:
+            request = {"op": "prepare", "candidate": candidate.to_json(), "config": config}
+            outcome = worker.call(request, None, self.config.reference_timeout_s)
+            if not isinstance(outcome, Reply):
+                return _fault_result(candidate, outcome, "computing the workload's reference")
+            worker.prepared.add(candidate.workload_id)
+        request = {"op": "measure", "build": build.header(), "config": config}
+        assert build.artifact is not None
+        outcome = worker.call(request, build.artifact.library, self.config.timeout_s)
+        if not isinstance(outcome, Reply):
+            return _fault_result(candidate, outcome, "running the candidate")
+        return RunResult.from_json(outcome.header)
+
+    def close(self) -> None:
+        self._worker.close()
+
+
+def _fault_result(candidate: Candidate, outcome: Died | TimedOut, step: str) -> RunResult:
+    if isinstance(outcome, TimedOut):
+        message = f"{step} took longer than {outcome.seconds:g} s; the runner process was replaced"
+        return RunResult.failed(candidate, ErrorKind.TIMEOUT, message)
+    message = f"the runner process died ({outcome.how}) {step}; it was replaced"
+    return RunResult.failed(candidate, ErrorKind.CRASHED, message)

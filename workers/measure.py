@@ -1,0 +1,160 @@
+"""Checking and timing one built candidate, inside a runner process or actor.
+
+A ``Measurer`` lives as long as its process: it keeps each workload's reference
+(inputs and expected outputs) so the reference is computed once per workload, and
+a buffer to flush caches with. Its two steps are separate calls so that the
+caller can give each its own deadline: ``prepare`` (the reference, once per
+workload) and ``measure`` (load, check, time).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from compiler.runtime import load_module
+from compiler.workload import normalize_spec, workload_from_spec
+from compiler.workload_key import workload_from_json, workload_key
+from workers.base import BuildResult, Candidate, ErrorKind, MeasureConfig, RunResult
+from workers.faults import Fault, requested_fault, trigger
+from workers.reference import Reference, make_reference
+
+
+class Measurer:
+    """``faults`` enables the test-only hook of ``workers.faults``; ``host`` names
+    where results were measured. At most ``max_references`` workloads' references
+    are kept (least recently used first out)."""
+
+    def __init__(self, *, faults: bool, host: str, max_references: int = 8) -> None:
+        self.faults = faults
+        self.host = host
+        self.max_references = max_references
+        self._references: OrderedDict[str, Reference | str] = OrderedDict()
+        self._flush_buffer: np.ndarray | None = None
+
+    def prepare(self, candidate: Candidate, config: MeasureConfig) -> str | None:
+        """Compute (or find) the reference of the candidate's workload; returns why it
+        cannot be computed, or None. A failure is kept too, so the workload's other
+        candidates get the same answer at once."""
+        key = candidate.workload_id
+        if key not in self._references:
+            self._references[key] = _reference_or_reason(candidate, config.seed)
+            while len(self._references) > self.max_references:
+                self._references.popitem(last=False)
+        self._references.move_to_end(key)
+        found = self._references[key]
+        return found if isinstance(found, str) else None
+
+    def measure(self, build: BuildResult, config: MeasureConfig) -> RunResult:
+        """Load the artifact, run it once and check its outputs, then time it."""
+        candidate = build.candidate
+        if build.artifact is None:
+            return RunResult.from_build(build)
+        reason = self.prepare(candidate, config)
+        if reason is not None:
+            return self._failed(candidate, ErrorKind.RUN_ERROR, reason)
+        reference = self._references[candidate.workload_id]
+        assert isinstance(reference, Reference)
+        fault = requested_fault(candidate.trace) if self.faults else None
+        try:
+            function = _load(build.artifact.library, build.artifact.function)
+            arrays = reference.fresh_arguments()
+            if fault is not None and fault is not Fault.CORRUPT:
+                trigger(fault)
+            function(*arrays)
+            if fault is Fault.CORRUPT:
+                _corrupt(arrays, reference)
+            mismatch = reference.mismatch(arrays, config.tolerance)
+            if mismatch is not None:
+                return self._failed(candidate, ErrorKind.WRONG_RESULT, mismatch)
+            run_times, number = self._time(function, arrays, config)
+        except Exception as err:  # noqa: BLE001 - one candidate's failure is its record
+            return self._failed(candidate, ErrorKind.RUN_ERROR, f"{type(err).__name__}: {err}")
+        return RunResult(candidate, run_times, number, worker_host=self.host)
+
+    def _failed(self, candidate: Candidate, kind: ErrorKind, message: str) -> RunResult:
+        return RunResult.failed(candidate, kind, message, self.host)
+
+    def _time(
+        self, function: Any, arrays: Sequence[np.ndarray], config: MeasureConfig
+    ) -> tuple[tuple[float, ...], int]:
+        raw = function.raw
+        args = function.signature.bind(arrays)
+        for _ in range(config.warmup):
+            raw(*args)
+        number = _calibrate(raw, args, config.number, config.min_repeat_ms)
+        results = []
+        for _ in range(config.repeat):
+            if config.flush_cache:
+                self._flush(config.flush_bytes)
+            results.append(_time_loop(raw, args, number) / number)
+        return tuple(results), number
+
+    def _flush(self, nbytes: int) -> None:
+        """Write over a buffer larger than the caches, so the next run starts cold."""
+        size = max(nbytes // 8, 1)
+        if self._flush_buffer is None or self._flush_buffer.size != size:
+            self._flush_buffer = np.zeros(size, dtype=np.float64)
+        self._flush_buffer += 1.0
+
+
+def _reference_or_reason(candidate: Candidate, seed: int) -> Reference | str:
+    try:
+        func = workload_from_json(candidate.workload)
+        spec = None
+        if candidate.spec is not None:
+            spec = normalize_spec(json.loads(candidate.spec))
+            if workload_key(workload_from_spec(spec)) != workload_key(func):
+                return (
+                    f"the candidate's spec {candidate.spec} does not describe its workload "
+                    "(their workload keys differ); send the spec the workload was made from, "
+                    "or none"
+                )
+        return make_reference(func, spec, seed)
+    except Exception as err:  # noqa: BLE001 - reported on every candidate of the workload
+        return f"no reference outputs for the workload: {type(err).__name__}: {err}"
+
+
+def _load(library: bytes, function_name: str) -> Any:
+    """The function from library bytes. The file is removed once loaded: the loaded
+    library stays mapped, and nothing is left behind if the process dies later."""
+    fd, path = tempfile.mkstemp(prefix="tensortune-run-", suffix=".so")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(library)
+        return load_module(path)[function_name]
+    finally:
+        os.unlink(path)
+
+
+def _corrupt(arrays: Sequence[np.ndarray], reference: Reference) -> None:
+    for index in reference.expected:
+        flat = arrays[index].reshape(-1)
+        flat[flat.size // 2] += 1
+
+
+def _calibrate(raw: Callable[..., Any], args: Sequence[Any], number: int, min_ms: float) -> int:
+    """The smallest ``number`` (from the configured one up) whose loop takes min_ms."""
+    if min_ms <= 0:
+        return number
+    while True:
+        elapsed = _time_loop(raw, args, number)
+        if elapsed * 1e3 >= min_ms:
+            return number
+        per_call_ms = max(elapsed * 1e3 / number, 1e-6)
+        number = max(math.ceil(min_ms / per_call_ms * 1.1), math.ceil(number * 1.618))
+
+
+def _time_loop(raw: Callable[..., Any], args: Sequence[Any], number: int) -> float:
+    start = time.perf_counter()
+    for _ in range(number):
+        raw(*args)
+    return time.perf_counter() - start

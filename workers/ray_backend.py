@@ -1,0 +1,445 @@
+"""The Ray backend: builders as Ray tasks, runners as Ray actors, one per host.
+
+The same code runs on a Ray started on demand in this process (no address) and
+on a cluster joined by address (``ray start --head`` on one host, ``ray start
+--address=...`` on the others). Runner hosts are chosen by a Ray resource: every
+alive node that has it gets one runner actor, pinned there, which measures one
+candidate at a time; a GPU host is just a node with another resource.
+
+Faults: a build task that crashes is a CRASHED record (a crash that coincides
+with a lost node is retried once elsewhere); one past its deadline is cancelled
+(its worker killed) and recorded as TIMEOUT. A runner actor that dies or passes
+its deadline is restarted (``max_restarts``) and pinged: if it comes back, the
+candidate it held is recorded (CRASHED or TIMEOUT); if it cannot come back, its
+node is gone, the actor is dropped and the candidate goes to another host, up to
+``node_retries`` times, else it is recorded as CRASHED. No candidate is dropped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+from ray.exceptions import RayError, RayTaskError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from workers.base import (
+    Builder,
+    BuildResult,
+    Candidate,
+    ErrorKind,
+    MeasureConfig,
+    Runner,
+    RunResult,
+    Workers,
+    WorkersError,
+)
+from workers.faults import faults_enabled
+
+
+def connect(address: str | None, num_cpus: int | None = None) -> bool:
+    """Join the Ray cluster at ``address`` or, without one, start a Ray in this
+    process (no dashboard). True when this call connected, so the caller shuts the
+    connection down when done; False when this process was already connected."""
+    if ray.is_initialized():
+        return False
+    if address is None:
+        ray.init(num_cpus=num_cpus, include_dashboard=False)
+    else:
+        ray.init(address=address)
+    return True
+
+
+def create_ray(
+    *,
+    address: str | None = None,
+    num_cpus: int | None = None,
+    runner_resource: str | None = None,
+    build_resources: Mapping[str, float] | None = None,
+    build_timeout_s: float = 30.0,
+    max_in_flight: int | None = None,
+    node_retries: int = 2,
+    config: MeasureConfig | None = None,
+) -> Workers:
+    """Connect (see ``connect``), then a RayBuilder and a RayRunner; closing the
+    Workers disconnects again if this call connected."""
+    connected = connect(address, num_cpus)
+    try:
+        builder = RayBuilder(
+            timeout_s=build_timeout_s, max_in_flight=max_in_flight, resources=build_resources
+        )
+        runner = RayRunner(config=config, resource=runner_resource, node_retries=node_retries)
+    except BaseException:
+        if connected:
+            ray.shutdown()
+        raise
+    return Workers(builder, runner, ray.shutdown if connected else None)
+
+
+def alive_nodes() -> list[dict[str, Any]]:
+    return [node for node in ray.nodes() if node["Alive"]]
+
+
+@ray.remote(max_retries=0)
+def _build_task(candidate: dict[str, Any]) -> tuple[dict[str, Any], bytes | None]:
+    from workers.build import build_candidate
+
+    result = build_candidate(Candidate.from_json(candidate), faults=faults_enabled())
+    return result.header(), None if result.artifact is None else result.artifact.library
+
+
+class RayBuilder(Builder):
+    """Builds each candidate as a Ray task with ``resources`` (default: one CPU), at
+    most ``max_in_flight`` at once (default: the cluster's CPUs)."""
+
+    def __init__(
+        self,
+        *,
+        timeout_s: float = 30.0,
+        max_in_flight: int | None = None,
+        resources: Mapping[str, float] | None = None,
+    ) -> None:
+        if not timeout_s > 0:
+            raise ValueError(f"RayBuilder: timeout_s must be positive, got {timeout_s}")
+        self.timeout_s = timeout_s
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        self.max_in_flight = max(1, max_in_flight if max_in_flight is not None else cpus)
+        self._task = _build_task.options(resources=dict(resources or {}))
+
+    def stream(self, candidates: Sequence[Candidate]) -> Iterator[tuple[int, BuildResult]]:
+        pending = deque(range(len(candidates)))
+        retried: set[int] = set()
+        in_flight: dict[ray.ObjectRef, tuple[int, float]] = {}
+        nodes = _node_ids()
+        try:
+            while pending or in_flight:
+                while pending and len(in_flight) < self.max_in_flight:
+                    index = pending.popleft()
+                    ref = self._task.remote(candidates[index].to_json())
+                    deadline = time.monotonic() + self.timeout_s
+                    in_flight[ref] = (index, deadline)
+                earliest = min(deadline for _, deadline in in_flight.values())
+                timeout = max(0.0, earliest - time.monotonic())
+                ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=timeout)
+                for ref in ready:
+                    index, _ = in_flight.pop(ref)
+                    result = self._result(ref, candidates[index], nodes, index not in retried)
+                    if result is None:
+                        retried.add(index)
+                        pending.appendleft(index)
+                    else:
+                        yield index, result
+                yield from self._expire(in_flight, candidates)
+        finally:
+            for ref in in_flight:
+                ray.cancel(ref, force=True)
+
+    def _result(
+        self, ref: ray.ObjectRef, candidate: Candidate, nodes: frozenset[str], may_retry: bool
+    ) -> BuildResult | None:
+        """The build's result; None when it may have been lost with a node (one of
+        ``nodes``, alive when the batch started, is gone) and may be retried."""
+        try:
+            header, library = ray.get(ref)
+        except RayTaskError as err:
+            return BuildResult.failed(candidate, ErrorKind.BUILD_ERROR, f"build task failed: {err}")
+        except RayError as err:
+            if may_retry and nodes - _node_ids():
+                return None
+            message = f"the builder process died building this candidate: {_first_line(err)}"
+            return BuildResult.failed(candidate, ErrorKind.CRASHED, message)
+        return BuildResult.from_header(header, library)
+
+    def _expire(
+        self,
+        in_flight: dict[ray.ObjectRef, tuple[int, float]],
+        candidates: Sequence[Candidate],
+    ) -> Iterator[tuple[int, BuildResult]]:
+        now = time.monotonic()
+        for ref, (index, deadline) in list(in_flight.items()):
+            if deadline <= now and not ray.wait([ref], timeout=0)[0]:
+                ray.cancel(ref, force=True)
+                del in_flight[ref]
+                message = f"building took longer than {self.timeout_s:g} s; its task was killed"
+                yield index, BuildResult.failed(candidates[index], ErrorKind.TIMEOUT, message)
+
+    def close(self) -> None:
+        """Nothing to release: tasks end with the batch."""
+
+
+@ray.remote
+class _RunnerActor:
+    """Measures candidates on its node. The fault hook's switch is read here, where
+    the actor's process starts."""
+
+    def __init__(self, host: str) -> None:
+        from workers.measure import Measurer
+
+        self._measurer = Measurer(faults=faults_enabled(), host=host)
+
+    def ping(self) -> bool:
+        return True
+
+    def prepare(self, candidate: dict[str, Any], config: dict[str, Any]) -> str | None:
+        return self._measurer.prepare(
+            Candidate.from_json(candidate), MeasureConfig.from_json(config)
+        )
+
+    def measure(
+        self, build: dict[str, Any], library: bytes, config: dict[str, Any]
+    ) -> dict[str, Any]:
+        result = BuildResult.from_header(build, library)
+        return self._measurer.measure(result, MeasureConfig.from_json(config)).to_json()
+
+
+@dataclass
+class _Task:
+    """What a runner slot is doing: ``phase`` is prepare, measure, or revive (pinging
+    the restarted actor; ``failure`` is the record to keep if it answers)."""
+
+    index: int
+    phase: str
+    deadline: float
+    failure: RunResult | None = None
+
+
+@dataclass
+class _Slot:
+    actor: Any
+    node_id: str
+    host: str
+    alive: bool = True
+    prepared: set[str] = field(default_factory=set)
+    task: _Task | None = None
+
+
+class RayRunner(Runner):
+    """One runner actor on every alive node that has ``resource`` (every node when
+    None), each measuring one candidate at a time.
+
+    ``revive_timeout_s`` is how long a restarted actor may take to answer before
+    its host counts as lost; a lost host's candidates move to other hosts, each at
+    most ``node_retries`` times.
+    """
+
+    def __init__(
+        self,
+        *,
+        config: MeasureConfig | None = None,
+        resource: str | None = None,
+        node_retries: int = 2,
+        revive_timeout_s: float = 30.0,
+    ) -> None:
+        self.config = config or MeasureConfig()
+        self.node_retries = node_retries
+        self.revive_timeout_s = revive_timeout_s
+        nodes = [
+            n for n in alive_nodes() if resource is None or n["Resources"].get(resource, 0) > 0
+        ]
+        if not nodes:
+            have = sorted({name for n in alive_nodes() for name in n["Resources"]})
+            raise WorkersError(
+                f"RayRunner: no alive Ray node has resource {resource!r}; the nodes have "
+                f"{', '.join(have)}; start a node with --resources='{{\"{resource}\": 1}}'"
+            )
+        self._slots = [self._place(node) for node in nodes]
+
+    @staticmethod
+    def _place(node: Mapping[str, Any]) -> _Slot:
+        node_id = node["NodeID"]
+        host = f"{node['NodeManagerAddress']}/{node_id[:12]}"
+        actor = _RunnerActor.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+            num_cpus=0,
+            max_restarts=-1,
+            max_task_retries=0,
+        ).remote(host)
+        return _Slot(actor, node_id, host)
+
+    @property
+    def hosts(self) -> list[str]:
+        """The hosts that still have a runner, as results name them."""
+        return [slot.host for slot in self._slots if slot.alive]
+
+    def stream(self, builds: Sequence[BuildResult]) -> Iterator[tuple[int, RunResult]]:
+        queue: deque[int] = deque()
+        for index, build in enumerate(builds):
+            if build.ok:
+                queue.append(index)
+            else:
+                yield index, RunResult.from_build(build)
+        moves: dict[int, int] = {}
+        busy: dict[ray.ObjectRef, _Slot] = {}
+        try:
+            while queue or busy:
+                for slot in self._slots:
+                    if slot.alive and slot.task is None and queue:
+                        index = queue.popleft()
+                        self._start(slot, index, builds[index], busy)
+                if not busy:
+                    yield from self._no_host_left(queue, builds)
+                    return
+                earliest = min(slot.task.deadline for slot in busy.values() if slot.task)
+                timeout = max(0.0, earliest - time.monotonic())
+                ready, _ = ray.wait(list(busy), num_returns=1, timeout=timeout)
+                for ref in ready:
+                    slot = busy.pop(ref)
+                    yield from self._advance(slot, ref, builds, busy, queue, moves)
+                yield from self._expire(busy, builds, queue, moves)
+        finally:
+            for slot in busy.values():
+                slot.task = None
+                ray.kill(slot.actor, no_restart=False)
+                slot.prepared.clear()
+
+    def _start(
+        self, slot: _Slot, index: int, build: BuildResult, busy: dict[ray.ObjectRef, _Slot]
+    ) -> None:
+        candidate = build.candidate
+        config = self.config.to_json()
+        if candidate.workload_id in slot.prepared:
+            self._submit_measure(slot, index, build, busy)
+            return
+        ref = slot.actor.prepare.remote(candidate.to_json(), config)
+        deadline = time.monotonic() + self.config.reference_timeout_s
+        slot.task = _Task(index, "prepare", deadline)
+        busy[ref] = slot
+
+    def _submit_measure(
+        self, slot: _Slot, index: int, build: BuildResult, busy: dict[ray.ObjectRef, _Slot]
+    ) -> None:
+        assert build.artifact is not None
+        config = self.config.to_json()
+        ref = slot.actor.measure.remote(build.header(), build.artifact.library, config)
+        slot.task = _Task(index, "measure", time.monotonic() + self.config.timeout_s)
+        busy[ref] = slot
+
+    def _advance(
+        self,
+        slot: _Slot,
+        ref: ray.ObjectRef,
+        builds: Sequence[BuildResult],
+        busy: dict[ray.ObjectRef, _Slot],
+        queue: deque[int],
+        moves: dict[int, int],
+    ) -> Iterator[tuple[int, RunResult]]:
+        """Move ``slot`` on after its call ``ref`` finished."""
+        task = slot.task
+        assert task is not None
+        build = builds[task.index]
+        candidate = build.candidate
+        try:
+            value = ray.get(ref)
+        except RayTaskError as err:
+            slot.task = None
+            yield task.index, self._failed(slot, candidate, ErrorKind.RUN_ERROR, str(err))
+            return
+        except RayError as err:  # the actor died, or its node
+            if task.phase == "revive":
+                self._lose_host(slot, task.index, queue, moves)
+                yield from self._give_up(task.index, builds, moves, _first_line(err))
+                return
+            step = "computing the reference" if task.phase == "prepare" else "running the candidate"
+            message = f"the runner actor died {step}: {_first_line(err)}"
+            self._revive(
+                slot, task, self._failed(slot, candidate, ErrorKind.CRASHED, message), busy
+            )
+            return
+        slot.task = None
+        if task.phase == "prepare":
+            slot.prepared.add(candidate.workload_id)
+            self._submit_measure(slot, task.index, build, busy)
+        elif task.phase == "measure":
+            yield task.index, RunResult.from_json(value)
+        else:
+            assert task.failure is not None
+            yield task.index, task.failure
+
+    def _expire(
+        self,
+        busy: dict[ray.ObjectRef, _Slot],
+        builds: Sequence[BuildResult],
+        queue: deque[int],
+        moves: dict[int, int],
+    ) -> Iterator[tuple[int, RunResult]]:
+        now = time.monotonic()
+        for ref, slot in list(busy.items()):
+            task = slot.task
+            assert task is not None
+            if task.deadline > now or ray.wait([ref], timeout=0)[0]:
+                continue
+            del busy[ref]
+            if task.phase == "revive":
+                self._lose_host(slot, task.index, queue, moves)
+                yield from self._give_up(task.index, builds, moves, "its actor did not come back")
+                continue
+            seconds = (
+                self.config.reference_timeout_s
+                if task.phase == "prepare"
+                else self.config.timeout_s
+            )
+            step = "computing the reference" if task.phase == "prepare" else "running the candidate"
+            message = f"{step} took longer than {seconds:g} s; the runner actor was restarted"
+            failure = self._failed(slot, builds[task.index].candidate, ErrorKind.TIMEOUT, message)
+            ray.kill(slot.actor, no_restart=False)
+            self._revive(slot, task, failure, busy)
+
+    def _revive(
+        self, slot: _Slot, task: _Task, failure: RunResult, busy: dict[ray.ObjectRef, _Slot]
+    ) -> None:
+        """Ping the restarting actor; ``failure`` is recorded if it answers in time."""
+        slot.prepared.clear()
+        deadline = time.monotonic() + self.revive_timeout_s
+        slot.task = _Task(task.index, "revive", deadline, failure)
+        busy[slot.actor.ping.remote()] = slot
+
+    def _lose_host(self, slot: _Slot, index: int, queue: deque[int], moves: dict[int, int]) -> None:
+        """The slot's node is gone: drop its actor and queue its candidate again."""
+        slot.alive = False
+        slot.task = None
+        ray.kill(slot.actor, no_restart=True)
+        moves[index] = moves.get(index, 0) + 1
+        if moves[index] <= self.node_retries:
+            queue.appendleft(index)
+
+    def _give_up(
+        self, index: int, builds: Sequence[BuildResult], moves: dict[int, int], why: str
+    ) -> Iterator[tuple[int, RunResult]]:
+        """A record for a candidate whose host was lost too many times."""
+        if moves[index] > self.node_retries:
+            message = (
+                f"lost {moves[index]} runner hosts while measuring this candidate "
+                f"(the last: {why}); the retry limit is {self.node_retries}"
+            )
+            yield index, RunResult.failed(builds[index].candidate, ErrorKind.CRASHED, message)
+
+    def _no_host_left(
+        self, queue: deque[int], builds: Sequence[BuildResult]
+    ) -> Iterator[tuple[int, RunResult]]:
+        while queue:
+            index = queue.popleft()
+            message = "no runner host is left: every runner node of this batch was lost"
+            yield index, RunResult.failed(builds[index].candidate, ErrorKind.CRASHED, message)
+
+    @staticmethod
+    def _failed(slot: _Slot, candidate: Candidate, kind: ErrorKind, message: str) -> RunResult:
+        return RunResult.failed(candidate, kind, message, slot.host)
+
+    def close(self) -> None:
+        for slot in self._slots:
+            if slot.alive:
+                ray.kill(slot.actor, no_restart=True)
+                slot.alive = False
+
+
+def _node_ids() -> frozenset[str]:
+    return frozenset(node["NodeID"] for node in alive_nodes())
+
+
+def _first_line(err: BaseException) -> str:
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return lines[0] if lines else type(err).__name__

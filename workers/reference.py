@@ -1,0 +1,246 @@
+"""What a candidate's outputs must be: seeded random inputs and the reference outputs
+for them, and the comparison that decides ``wrong_result``.
+
+The reference comes from numpy when the workload came from an operator spec that
+has an entry in ``NUMPY_REFERENCES`` (computed in float64, so it is the exact
+answer up to the inputs' rounding), else from the workload's unscheduled build
+(its loops exactly as written, one thread). Inputs are random and never zero:
+values in +-[0.5, 1.5], or [0.5, 1.5] for ops that need a positive domain, so a
+candidate that skips a term, drops a sign or reads a neighbour cannot pass by
+luck. Every parameter, outputs included, starts from the same seeded values, so a
+candidate that leaves part of an output unwritten is caught too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from compiler.ir.function import PrimFunc
+from compiler.runtime.signature import FuncSignature, ParamSpec
+
+# Largest accepted error relative to the largest reference value, by dtype: float32
+# sums over thousands of terms in another order differ by about 1e-6 of the scale.
+TOLERANCES = {"float16": 1e-2, "float32": 1e-4, "float64": 1e-10}
+
+Arrays = Sequence[np.ndarray]
+NumpyFn = Callable[..., list[np.ndarray]]
+
+
+@dataclass(frozen=True)
+class NumpyReference:
+    """The outputs of an op from its inputs (as float64) and its spec's args;
+    ``positive`` says its inputs must be drawn from [0.5, 1.5]."""
+
+    compute: NumpyFn
+    positive: bool = False
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A workload's arguments before the call and its expected written parameters."""
+
+    signature: FuncSignature
+    arguments: tuple[np.ndarray, ...]
+    expected: Mapping[int, np.ndarray]
+    source: str
+
+    def fresh_arguments(self) -> list[np.ndarray]:
+        """Copies of the arguments, so no candidate sees another's writes."""
+        return [a.copy() for a in self.arguments]
+
+    def mismatch(self, arrays: Arrays, tolerance: float | None) -> str | None:
+        """Why ``arrays`` (after the candidate ran) are wrong, or None when they match."""
+        for index, expected in self.expected.items():
+            spec = self.signature.params[index]
+            problem = _compare(arrays[index], expected, spec, tolerance)
+            if problem is not None:
+                return f"output {spec.name!r}: {problem} (reference: {self.source})"
+        return None
+
+
+class ReferenceError(RuntimeError):
+    """The reference for a workload could not be computed; the message says why."""
+
+
+def make_reference(func: PrimFunc, spec: Mapping[str, Any] | None, seed: int) -> Reference:
+    """Random arguments for ``func`` and its reference outputs: numpy's when ``spec``
+    (already checked to describe ``func``) names an op that has one, else the
+    unscheduled build's."""
+    import compiler
+
+    signature = FuncSignature.from_prim_func("main", "main", func)
+    if signature.size_vars:
+        raise ReferenceError(
+            f"the workload has symbolic sizes {list(signature.size_vars)}; a runner needs "
+            "concrete shapes to make inputs, so measure a workload with fixed sizes"
+        )
+    numpy_ref = NUMPY_REFERENCES.get(spec["op"]) if spec is not None else None
+    positive = numpy_ref is not None and numpy_ref.positive
+    rng = np.random.default_rng(seed)
+    arguments = tuple(_random_array(p, rng, positive) for p in signature.params)
+    written = [k for k, p in enumerate(signature.params) if p.written]
+    if numpy_ref is not None and spec is not None:
+        inputs = [a.astype(np.float64) for k, a in enumerate(arguments) if k not in written]
+        outputs = numpy_ref.compute(*inputs, **spec["args"])
+        if len(outputs) != len(written):
+            raise ReferenceError(
+                f"numpy reference for {spec['op']} gave {len(outputs)} outputs, the workload "
+                f"writes {len(written)}"
+            )
+        expected = {k: np.asarray(out) for k, out in zip(written, outputs, strict=True)}
+        return Reference(signature, arguments, expected, f"numpy {spec['op']}")
+    module = compiler.build(func, default_schedule=False)
+    arrays = [a.copy() for a in arguments]
+    module[module.entry_name](*arrays)
+    expected = {k: arrays[k] for k in written}
+    return Reference(signature, arguments, expected, "the unscheduled build")
+
+
+def _random_array(param: ParamSpec, rng: np.random.Generator, positive: bool) -> np.ndarray:
+    shape = tuple(int(d) for d in param.shape)
+    dtype = param.np_dtype
+    if dtype == np.bool_:
+        return rng.random(shape) < 0.5
+    if np.issubdtype(dtype, np.integer):
+        low = 1 if positive or np.issubdtype(dtype, np.unsignedinteger) else -8
+        values = rng.integers(low, 9, shape)
+        return np.where(values == 0, 1, values).astype(dtype)
+    magnitude = rng.uniform(0.5, 1.5, shape)
+    if not positive:
+        magnitude *= rng.choice(np.array([-1.0, 1.0]), shape)
+    return magnitude.astype(dtype)
+
+
+def _compare(
+    got: np.ndarray, expected: np.ndarray, spec: ParamSpec, tol: float | None
+) -> str | None:
+    if got.shape != expected.shape:
+        return f"shape {got.shape}, expected {expected.shape}"
+    if not np.issubdtype(spec.np_dtype, np.floating):
+        wrong = np.argwhere(got != expected)
+        if len(wrong):
+            at = tuple(int(i) for i in wrong[0])
+            return f"{len(wrong)} elements differ; at {at}: got {got[at]}, expected {expected[at]}"
+        return None
+    got64 = got.astype(np.float64)
+    special = ~np.isfinite(expected)
+    differs = special & ~((got64 == expected) | (np.isnan(got64) & np.isnan(expected)))
+    if differs.any():
+        at = tuple(int(i) for i in np.argwhere(differs)[0])
+        return f"at {at}: got {got[at]}, expected {expected[at]}"
+    if special.all():
+        return None
+    tolerance = TOLERANCES.get(spec.dtype, 1e-4) if tol is None else tol
+    scale = max(float(np.abs(expected[~special]).max()), np.finfo(np.float64).tiny)
+    error = np.where(special, 0.0, np.abs(got64 - expected))
+    error = np.where(np.isnan(error), np.inf, error)
+    worst = np.unravel_index(int(np.argmax(error)), error.shape)
+    relative = float(error[worst]) / scale
+    if relative <= tolerance:
+        return None
+    at = tuple(int(i) for i in worst)
+    return (
+        f"largest error {relative:.3g} of the largest reference value {scale:.3g}, over the "
+        f"tolerance {tolerance:g}; at {at}: got {got[at]}, expected {expected[at]}"
+    )
+
+
+# ---- numpy references, by op name: (inputs..., **args) -> [outputs] ----------------------
+
+
+def _axes(axis: Any) -> Any:
+    return tuple(axis) if isinstance(axis, list) else axis
+
+
+def _matmul(
+    a: np.ndarray, b: np.ndarray, *, transpose_a: bool, transpose_b: bool, **_: Any
+) -> list[np.ndarray]:
+    return [(a.T if transpose_a else a) @ (b.T if transpose_b else b)]
+
+
+def _batch_matmul(a: np.ndarray, b: np.ndarray, **_: Any) -> list[np.ndarray]:
+    return [a @ b]
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+_ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "none": lambda x: x,
+    "relu": lambda x: np.maximum(x, 0.0),
+    "sigmoid": _sigmoid,
+}
+
+
+def _dense(
+    x: np.ndarray, w: np.ndarray, *rest: np.ndarray, activation: str, **_: Any
+) -> list[np.ndarray]:
+    out = x @ w.T
+    if rest:
+        out = out + rest[0]
+    return [_ACTIVATIONS[activation](out)]
+
+
+def _unary(fn: Callable[[np.ndarray], np.ndarray]) -> NumpyFn:
+    return lambda x, **_: [fn(x)]
+
+
+def _binary(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> NumpyFn:
+    return lambda a, b, **_: [fn(a, b)]
+
+
+def _reduction(fn: Callable[..., np.ndarray]) -> NumpyFn:
+    return lambda x, *, axis, keepdims, **_: [fn(x, axis=_axes(axis), keepdims=keepdims)]
+
+
+def _softmax(x: np.ndarray, *, axis: int, **_: Any) -> list[np.ndarray]:
+    shifted = np.exp(x - x.max(axis=axis, keepdims=True))
+    return [shifted / shifted.sum(axis=axis, keepdims=True)]
+
+
+def _log_softmax(x: np.ndarray, *, axis: int, **_: Any) -> list[np.ndarray]:
+    shifted = x - x.max(axis=axis, keepdims=True)
+    return [shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))]
+
+
+def _transpose(x: np.ndarray, *, axes: Any, **_: Any) -> list[np.ndarray]:
+    return [np.transpose(x, _axes(axes))]
+
+
+def _reshape(x: np.ndarray, *, newshape: list[int], **_: Any) -> list[np.ndarray]:
+    return [np.reshape(x, newshape)]
+
+
+NUMPY_REFERENCES: dict[str, NumpyReference] = {
+    "matmul": NumpyReference(_matmul),
+    "batch_matmul": NumpyReference(_batch_matmul),
+    "dense": NumpyReference(_dense),
+    "relu": NumpyReference(_unary(_ACTIVATIONS["relu"])),
+    "sigmoid": NumpyReference(_unary(_sigmoid)),
+    "exp": NumpyReference(_unary(np.exp)),
+    "log": NumpyReference(_unary(np.log), positive=True),
+    "sqrt": NumpyReference(_unary(np.sqrt), positive=True),
+    "tanh": NumpyReference(_unary(np.tanh)),
+    "abs": NumpyReference(_unary(np.abs)),
+    "negative": NumpyReference(_unary(np.negative)),
+    "add": NumpyReference(_binary(np.add)),
+    "subtract": NumpyReference(_binary(np.subtract)),
+    "multiply": NumpyReference(_binary(np.multiply)),
+    "divide": NumpyReference(_binary(np.divide)),
+    "maximum": NumpyReference(_binary(np.maximum)),
+    "minimum": NumpyReference(_binary(np.minimum)),
+    "power": NumpyReference(_binary(np.power), positive=True),
+    "sum": NumpyReference(_reduction(np.sum)),
+    "max": NumpyReference(_reduction(np.max)),
+    "min": NumpyReference(_reduction(np.min)),
+    "mean": NumpyReference(_reduction(np.mean)),
+    "softmax": NumpyReference(_softmax),
+    "log_softmax": NumpyReference(_log_softmax),
+    "transpose": NumpyReference(_transpose),
+    "reshape": NumpyReference(_reshape),
+}
