@@ -1,8 +1,9 @@
 """Every operator of compiler.topi: numpy against the naive and the default-scheduled build.
 
-    python benchmarks/ops.py             # ResNet-18 and BERT-base sizes, ~1-3 minutes
+    python benchmarks/ops.py             # ResNet-18 and BERT-base sizes, ~1-2 minutes
     python benchmarks/ops.py --quick     # small sizes, a few seconds
     python benchmarks/ops.py --json      # last line: {"rows": [{"op", "shape", ...}, ...]}
+    python benchmarks/ops.py --target "llvm -num-cores=1"   # no threads: loop order only
 
 Each row builds one operator spec twice, ``compiler.build(func,
 default_schedule=False)`` (the loops exactly as ``te.create_prim_func`` wrote them)
@@ -12,6 +13,10 @@ numpy has no equivalent) and times them with the median of several runs. numpy's
 convolutions are im2col followed by one matmul, the way a framework without a
 convolution kernel would do it. A naive build estimated to take more than
 ``NAIVE_LIMIT_S`` seconds a run is not timed; its time is null.
+
+Parallel loops wait for their slowest thread, so on a machine where other
+processes hold the cores their times jump by whole scheduler slices (multiples of
+~4 ms): the header prints the load average, and a run under load says so.
 """
 
 from __future__ import annotations
@@ -361,11 +366,11 @@ def prepare(case: Case, timing: Timing) -> Prepared:
     return Prepared(case, func, arrays, expected, _time_numpy(case.numpy, arrays, timing))
 
 
-def measure(prepared: Prepared, timing: Timing) -> Row:
+def measure(prepared: Prepared, timing: Timing, target: str) -> Row:
     """Build, check and time one case both ways."""
     case, func, arrays = prepared.case, prepared.func, prepared.arrays
     output = func.params[-1]
-    scheduled = compiler.build(func)
+    scheduled = compiler.build(func, target=target)
     result = _run(scheduled, arrays, _shape(output), output.dtype)
     if prepared.expected is not None:
         _check(case, "default schedule", result, prepared.expected)
@@ -375,7 +380,7 @@ def measure(prepared: Prepared, timing: Timing) -> Row:
     if estimate > NAIVE_LIMIT_S:
         skipped = f"estimated {estimate:.0f} s a run, over {NAIVE_LIMIT_S:.0f} s"
         return Row(case.op, case.shape, prepared.numpy_s, None, default_s, skipped)
-    naive = compiler.build(func, default_schedule=False)
+    naive = compiler.build(func, target=target, default_schedule=False)
     naive_result = _run(naive, arrays, _shape(output), output.dtype)
     want = prepared.expected if prepared.expected is not None else result
     _check(case, "naive build", naive_result, want)
@@ -466,6 +471,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small shapes, a few seconds")
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
     parser.add_argument("--op", action="append", help="only these ops (repeatable)")
+    parser.add_argument(
+        "--target", default="llvm", help='e.g. "llvm -num-cores=1" to leave threads out'
+    )
     args = parser.parse_args()
     sizes, timing = (QUICK, Timing(3, 2.0)) if args.quick else (FULL, Timing(5, 40.0))
     selected = [c for c in cases(sizes) if not args.op or c.op in args.op]
@@ -482,7 +490,7 @@ def main() -> None:
     print(HEADER)
     rows = []
     for item in prepared:
-        row = measure(item, timing)
+        row = measure(item, timing, args.target)
         rows.append(row)
         print(format_row(row), flush=True)
     if args.json:

@@ -186,7 +186,7 @@ def schedule_by_default(
         plan = _Plan(
             threads=llvm_target.threads,
             lanes=_vector_lanes(nest, llvm_target),
-            parallel=_work(nest) >= min_parallel_work,
+            parallel=llvm_target.threads > 1 and _work(nest) >= min_parallel_work,
         )
         sch = _attempt(sch, partial(_reorder_reduction, block=block))
         sch = _attempt(sch, partial(_split_for_threads, block=block, plan=plan))

@@ -105,7 +105,12 @@ def _digits(form: Linear, loops: dict[int, For], dom: E.Range) -> _Digits | None
     if dom_extent is None:
         return None
     expected = 1
-    for key, coeff in sorted(coeffs.items(), key=lambda kv: kv[1]):
+    # A unit loop adds nothing; among equal coefficients it goes first, so that it
+    # does not stand between a digit and the next (``i_1 * 1 + i_2`` with i_2 in [0, 1)).
+    by_coeff = sorted(
+        coeffs.items(), key=lambda kv: (kv[1], evaluate(loops[kv[0]].extent, {}) != 1)
+    )
+    for key, coeff in by_coeff:
         loop = loops[key]
         loop_min = evaluate(loop.min, {})
         extent = evaluate(loop.extent, {})

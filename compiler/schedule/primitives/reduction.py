@@ -160,7 +160,7 @@ def _check_one_to_one(
                 )
             owner.add(id(atom))
             digits.append((abs(coeff), evaluate(loop.extent, {})))
-        digits.sort(key=lambda d: d[0])
+        digits.sort(key=lambda d: (d[0], d[1] != 1))  # unit loops first among equals
         for (low, extent), (high, _) in zip(digits, digits[1:], strict=False):
             if extent is None or high < low * extent:
                 raise ScheduleError(
