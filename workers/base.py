@@ -16,7 +16,11 @@ import hashlib
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from compiler.ir.function import PrimFunc
+    from compiler.schedule.trace import Trace
 
 
 class WorkersError(RuntimeError):
@@ -61,7 +65,10 @@ class Candidate:
 
     @staticmethod
     def make(
-        func: Any, trace: Any, target: str = "llvm", spec: Mapping[str, Any] | None = None
+        func: PrimFunc | str,
+        trace: Trace | str,
+        target: str = "llvm",
+        spec: Mapping[str, Any] | None = None,
     ) -> Candidate:
         """A candidate from a workload PrimFunc and a Trace (or their JSON already)."""
         from compiler.workload_key import workload_to_json
@@ -72,9 +79,11 @@ class Candidate:
         return Candidate(workload, trace_text, target, spec_text)
 
     @property
-    def workload_id(self) -> str:
-        """A cheap name for the workload text, for caches (not the canonical key)."""
-        return hashlib.sha256(self.workload.encode()).hexdigest()[:32]
+    def reference_key(self) -> str:
+        """Names what the reference outputs depend on (the workload text and the spec),
+        for a runner's cache; cheap, and not the canonical workload key."""
+        text = self.workload + "\0" + (self.spec or "")
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -14,6 +14,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -42,7 +43,8 @@ def main(argv: list[str]) -> int:
         send(replies, reply, reply_payload)
 
 
-Handler = Any  # (header, payload) -> (reply header, reply payload)
+Message = tuple[dict[str, Any], bytes | None]  # a JSON header and maybe a payload
+Handler = Callable[[dict[str, Any], bytes | None], Message]
 
 
 def _builder(faults: bool) -> Handler:

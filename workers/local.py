@@ -10,6 +10,7 @@ and replaced, and the candidate it held gets one record saying so.
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -33,11 +34,14 @@ def create_local(
     max_workers: int | None = None,
     build_timeout_s: float = 30.0,
     config: MeasureConfig | None = None,
+    candidates_per_process: int = 500,
 ) -> Workers:
     """``max_workers`` builder processes (default: one per core), each build bounded by
-    ``build_timeout_s``; one runner measuring as ``config`` says."""
+    ``build_timeout_s``; one runner measuring as ``config`` says, replaced after
+    ``candidates_per_process`` candidates."""
     builder = LocalBuilder(max_workers=max_workers, timeout_s=build_timeout_s)
-    return Workers(builder, LocalRunner(config=config))
+    runner = LocalRunner(config=config, candidates_per_process=candidates_per_process)
+    return Workers(builder, runner)
 
 
 class LocalBuilder(Builder):
@@ -106,10 +110,20 @@ class LocalBuilder(Builder):
 
 
 class LocalRunner(Runner):
-    """One runner process that checks and times candidates one at a time."""
+    """One runner process that checks and times candidates one at a time. It is
+    replaced after ``candidates_per_process`` candidates, since a process keeps
+    every library it has loaded mapped until it ends."""
 
-    def __init__(self, *, config: MeasureConfig | None = None) -> None:
+    def __init__(
+        self, *, config: MeasureConfig | None = None, candidates_per_process: int = 500
+    ) -> None:
+        if candidates_per_process < 1:
+            raise ValueError(
+                f"LocalRunner: candidates_per_process must be at least 1, got "
+                f"{candidates_per_process}"
+            )
         self.config = config or MeasureConfig()
+        self.candidates_per_process = candidates_per_process
         self._worker = WorkerProcess("run")
 
     def stream(self, builds: Sequence[BuildResult]) -> Iterator[tuple[int, RunResult]]:
@@ -122,12 +136,15 @@ class LocalRunner(Runner):
         config = self.config.to_json()
         candidate = build.candidate
         worker = self._worker
-        if candidate.workload_id not in worker.prepared:
+        if worker.served >= self.candidates_per_process:
+            worker.replace()
+        worker.served += 1
+        if candidate.reference_key not in worker.prepared:
             request = {"op": "prepare", "candidate": candidate.to_json(), "config": config}
             outcome = worker.call(request, None, self.config.reference_timeout_s)
             if not isinstance(outcome, Reply):
                 return _fault_result(candidate, outcome, "computing the workload's reference")
-            worker.prepared.add(candidate.workload_id)
+            worker.prepared.add(candidate.reference_key)
         request = {"op": "measure", "build": build.header(), "config": config}
         assert build.artifact is not None
         outcome = worker.call(request, build.artifact.library, self.config.timeout_s)
@@ -142,6 +159,6 @@ class LocalRunner(Runner):
 def _fault_result(candidate: Candidate, outcome: Died | TimedOut, step: str) -> RunResult:
     if isinstance(outcome, TimedOut):
         message = f"{step} took longer than {outcome.seconds:g} s; the runner process was replaced"
-        return RunResult.failed(candidate, ErrorKind.TIMEOUT, message)
+        return RunResult.failed(candidate, ErrorKind.TIMEOUT, message, socket.gethostname())
     message = f"the runner process died ({outcome.how}) {step}; it was replaced"
-    return RunResult.failed(candidate, ErrorKind.CRASHED, message)
+    return RunResult.failed(candidate, ErrorKind.CRASHED, message, socket.gethostname())

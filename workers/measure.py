@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from compiler.runtime import load_module
+from compiler.runtime import Function, load_module
 from compiler.workload import normalize_spec, workload_from_spec
 from compiler.workload_key import workload_from_json, workload_key
 from workers.base import BuildResult, Candidate, ErrorKind, MeasureConfig, RunResult
@@ -44,7 +44,7 @@ class Measurer:
         """Compute (or find) the reference of the candidate's workload; returns why it
         cannot be computed, or None. A failure is kept too, so the workload's other
         candidates get the same answer at once."""
-        key = candidate.workload_id
+        key = candidate.reference_key
         if key not in self._references:
             self._references[key] = _reference_or_reason(candidate, config.seed)
             while len(self._references) > self.max_references:
@@ -61,7 +61,7 @@ class Measurer:
         reason = self.prepare(candidate, config)
         if reason is not None:
             return self._failed(candidate, ErrorKind.RUN_ERROR, reason)
-        reference = self._references[candidate.workload_id]
+        reference = self._references[candidate.reference_key]
         assert isinstance(reference, Reference)
         fault = requested_fault(candidate.trace) if self.faults else None
         try:
@@ -84,7 +84,7 @@ class Measurer:
         return RunResult.failed(candidate, kind, message, self.host)
 
     def _time(
-        self, function: Any, arrays: Sequence[np.ndarray], config: MeasureConfig
+        self, function: Function, arrays: Sequence[np.ndarray], config: MeasureConfig
     ) -> tuple[tuple[float, ...], int]:
         raw = function.raw
         args = function.signature.bind(arrays)
@@ -123,7 +123,7 @@ def _reference_or_reason(candidate: Candidate, seed: int) -> Reference | str:
         return f"no reference outputs for the workload: {type(err).__name__}: {err}"
 
 
-def _load(library: bytes, function_name: str) -> Any:
+def _load(library: bytes, function_name: str) -> Function:
     """The function from library bytes. The file is removed once loaded: the loaded
     library stays mapped, and nothing is left behind if the process dies later."""
     fd, path = tempfile.mkstemp(prefix="tensortune-run-", suffix=".so")

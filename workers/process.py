@@ -64,19 +64,23 @@ class WorkerProcess:
     """One child process of ``role`` ("build" or "run"), replaced on demand.
 
     ``prepared`` is the parent's note of which workloads the current child already
-    holds a reference for; a fresh child starts with none.
+    holds a reference for, ``served`` of how many requests its owner counted; a
+    fresh child starts with none. Every child, replacements
+    included, gets the environment as it was when this object was made.
     """
 
     def __init__(self, role: str) -> None:
         self.role = role
         self.prepared: set[str] = set()
+        self.served = 0
+        self._env = dict(os.environ)
+        path = self._env.get("PYTHONPATH")
+        self._env["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, path]))
         self._start()
 
     def _start(self) -> None:
         child_read, parent_write = os.pipe()
         parent_read, child_write = os.pipe()
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, env.get("PYTHONPATH")]))
         command = [sys.executable, "-m", "workers.child", self.role]
         command += [str(child_read), str(child_write)]
         try:
@@ -85,7 +89,7 @@ class WorkerProcess:
                 pass_fds=(child_read, child_write),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
-                env=env,
+                env=self._env,
             )
         finally:
             os.close(child_read)
@@ -93,6 +97,7 @@ class WorkerProcess:
         self._requests = Connection(parent_write, readable=False)
         self._replies = Connection(parent_read, writable=False)
         self.prepared = set()
+        self.served = 0
         self._finalizer = weakref.finalize(self, _kill, self._process)
 
     @property
@@ -152,9 +157,12 @@ class WorkerProcess:
             code = self._process.wait(timeout=5)
         except subprocess.TimeoutExpired:
             return "it stopped answering"
-        if code < 0:
+        if code >= 0:
+            return f"exited with code {code}"
+        try:
             return f"killed by {signal.Signals(-code).name}"
-        return f"exited with code {code}"
+        except ValueError:
+            return f"killed by signal {-code}"
 
 
 def _kill(process: subprocess.Popen[bytes]) -> None:

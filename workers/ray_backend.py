@@ -17,6 +17,7 @@ node is gone, the actor is dropped and the candidate goes to another host, up to
 
 from __future__ import annotations
 
+import os
 import time
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import ray
-from ray.exceptions import RayError, RayTaskError
+from ray.exceptions import ActorUnavailableError, RayError, RayTaskError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from workers.base import (
@@ -63,6 +64,7 @@ def create_ray(
     build_timeout_s: float = 30.0,
     max_in_flight: int | None = None,
     node_retries: int = 2,
+    candidates_per_actor: int = 500,
     config: MeasureConfig | None = None,
 ) -> Workers:
     """Connect (see ``connect``), then a RayBuilder and a RayRunner; closing the
@@ -72,7 +74,12 @@ def create_ray(
         builder = RayBuilder(
             timeout_s=build_timeout_s, max_in_flight=max_in_flight, resources=build_resources
         )
-        runner = RayRunner(config=config, resource=runner_resource, node_retries=node_retries)
+        runner = RayRunner(
+            config=config,
+            resource=runner_resource,
+            node_retries=node_retries,
+            candidates_per_actor=candidates_per_actor,
+        )
     except BaseException:
         if connected:
             ray.shutdown()
@@ -177,6 +184,7 @@ class _RunnerActor:
     the actor's process starts."""
 
     def __init__(self, host: str) -> None:
+        _undo_ray_thread_limit()
         from workers.measure import Measurer
 
         self._measurer = Measurer(faults=faults_enabled(), host=host)
@@ -214,6 +222,7 @@ class _Slot:
     host: str
     alive: bool = True
     prepared: set[str] = field(default_factory=set)
+    served: int = 0
     task: _Task | None = None
 
 
@@ -223,7 +232,9 @@ class RayRunner(Runner):
 
     ``revive_timeout_s`` is how long a restarted actor may take to answer before
     its host counts as lost; a lost host's candidates move to other hosts, each at
-    most ``node_retries`` times.
+    most ``node_retries`` times. An actor is replaced by a fresh one on its node after
+    ``candidates_per_actor`` candidates, since a process keeps every library it has
+    loaded mapped until it ends.
     """
 
     def __init__(
@@ -233,10 +244,16 @@ class RayRunner(Runner):
         resource: str | None = None,
         node_retries: int = 2,
         revive_timeout_s: float = 30.0,
+        candidates_per_actor: int = 500,
     ) -> None:
+        if candidates_per_actor < 1:
+            raise ValueError(
+                f"RayRunner: candidates_per_actor must be at least 1, got {candidates_per_actor}"
+            )
         self.config = config or MeasureConfig()
         self.node_retries = node_retries
         self.revive_timeout_s = revive_timeout_s
+        self.candidates_per_actor = candidates_per_actor
         nodes = [
             n for n in alive_nodes() if resource is None or n["Resources"].get(resource, 0) > 0
         ]
@@ -252,13 +269,15 @@ class RayRunner(Runner):
     def _place(node: Mapping[str, Any]) -> _Slot:
         node_id = node["NodeID"]
         host = f"{node['NodeManagerAddress']}/{node_id[:12]}"
-        actor = _RunnerActor.options(
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
-            num_cpus=0,
-            max_restarts=-1,
-            max_task_retries=0,
-        ).remote(host)
-        return _Slot(actor, node_id, host)
+        return _Slot(_new_actor(node_id, host), node_id, host)
+
+    @staticmethod
+    def _renew(slot: _Slot) -> None:
+        """A fresh actor on the slot's node in place of the old one."""
+        ray.kill(slot.actor, no_restart=True)
+        slot.actor = _new_actor(slot.node_id, slot.host)
+        slot.prepared.clear()
+        slot.served = 0
 
     @property
     def hosts(self) -> list[str]:
@@ -301,7 +320,10 @@ class RayRunner(Runner):
     ) -> None:
         candidate = build.candidate
         config = self.config.to_json()
-        if candidate.workload_id in slot.prepared:
+        if slot.served >= self.candidates_per_actor:
+            self._renew(slot)
+        slot.served += 1
+        if candidate.reference_key in slot.prepared:
             self._submit_measure(slot, index, build, busy)
             return
         ref = slot.actor.prepare.remote(candidate.to_json(), config)
@@ -340,6 +362,9 @@ class RayRunner(Runner):
             return
         except RayError as err:  # the actor died, or its node
             if task.phase == "revive":
+                if isinstance(err, ActorUnavailableError) and time.monotonic() < task.deadline:
+                    busy[slot.actor.ping.remote()] = slot  # still restarting: ask again
+                    return
                 self._lose_host(slot, task.index, queue, moves)
                 yield from self._give_up(task.index, builds, moves, _first_line(err))
                 return
@@ -351,7 +376,7 @@ class RayRunner(Runner):
             return
         slot.task = None
         if task.phase == "prepare":
-            slot.prepared.add(candidate.workload_id)
+            slot.prepared.add(candidate.reference_key)
             self._submit_measure(slot, task.index, build, busy)
         elif task.phase == "measure":
             yield task.index, RunResult.from_json(value)
@@ -434,6 +459,27 @@ class RayRunner(Runner):
             if slot.alive:
                 ray.kill(slot.actor, no_restart=True)
                 slot.alive = False
+
+
+def _new_actor(node_id: str, host: str) -> Any:
+    """A runner actor pinned to ``node_id``, restarted there when it dies."""
+    return _RunnerActor.options(  # type: ignore[attr-defined]
+        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+        num_cpus=0,
+        max_restarts=-1,
+        max_task_retries=0,
+    ).remote(host)
+
+
+def _undo_ray_thread_limit() -> None:
+    """Ray sets OMP_NUM_THREADS=1 in an actor that holds no CPU, as the runner does;
+    kernels must run with the threads the target asks for (every core when it names
+    none), as they will in production. So before OpenMP is loaded, drop the limit
+    Ray added. A host that set OMP_NUM_THREADS=1 itself looks the same and loses it
+    too; a thread count belongs in the target (``-num-cores=N``) anyway."""
+    assigned = ray.get_runtime_context().get_assigned_resources().get("CPU")
+    if assigned is None and os.environ.get("OMP_NUM_THREADS") == "1":
+        del os.environ["OMP_NUM_THREADS"]
 
 
 def _node_ids() -> frozenset[str]:

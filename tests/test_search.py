@@ -1,0 +1,236 @@
+"""Search strategies: the ask/tell protocol with canned results, end-to-end searches on
+a replayed space, resume, and the model-based search against random."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from replay_measurements import (
+    Replay,
+    run,
+    small_matmul,
+    small_space,
+    synthetic_seconds,
+    trials_to,
+)
+
+from compiler.schedule import Schedule
+from tuner import search
+from tuner.cost_model import features
+from tuner.search import MeasureResult, SearchError
+from tuner.space import Template, TemplateSpace
+
+KINDS = sorted(search.KINDS)
+
+
+@pytest.fixture(scope="module")
+def space() -> TemplateSpace:
+    return small_space()
+
+
+@pytest.fixture(scope="module")
+def replay(space: TemplateSpace) -> Replay:
+    return Replay(space, lambda config: synthetic_seconds(space, config))
+
+
+@pytest.fixture(scope="module")
+def best(replay: Replay) -> int:
+    return replay.exhaustive_best()
+
+
+def fresh(replay: Replay) -> Replay:
+    return Replay(replay.space, replay.seconds_of)
+
+
+# ---- protocol ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_batches_are_cut_to_the_trial_budget(kind: str, space: TemplateSpace) -> None:
+    strategy = search.create(kind, space=space, max_trials=10, batch_size=4, seed=1)
+    sizes = []
+    seconds = 1.0
+    while (batch := strategy.generate_measure_candidates()) is not None:
+        sizes.append(len(batch))
+        results = []
+        for _ in batch:
+            seconds += 0.1
+            results.append(MeasureResult(seconds))
+        strategy.notify_runner_results(batch, results)
+    assert sizes == [4, 4, 2]
+    assert strategy.trials == 10
+    assert strategy.generate_measure_candidates() is None
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_pending_candidates_count_against_the_budget(kind: str, space: TemplateSpace) -> None:
+    strategy = search.create(kind, space=space, max_trials=6, batch_size=4, seed=2)
+    first = strategy.generate_measure_candidates()
+    second = strategy.generate_measure_candidates()
+    assert first is not None and second is not None
+    assert (len(first), len(second)) == (4, 2)
+    assert strategy.generate_measure_candidates() is None
+    assert not {c.config.index for c in first} & {c.config.index for c in second}
+    strategy.notify_runner_results(second, [MeasureResult(1.0), MeasureResult(None, "crash")])
+    strategy.notify_runner_results(first, [MeasureResult(2.0)] * 4)
+    assert strategy.trials == 6
+    assert strategy.best is not None and strategy.best.seconds == 1.0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_early_stopping_after_trials_without_improvement(kind: str, space: TemplateSpace) -> None:
+    strategy = search.create(
+        kind, space=space, max_trials=100, batch_size=3, early_stopping=5, seed=3
+    )
+    sizes = []
+    while (batch := strategy.generate_measure_candidates()) is not None:
+        sizes.append(len(batch))
+        first = not strategy.history
+        seconds = [1.0] + [2.0] * (len(batch) - 1) if first else [2.0] * len(batch)
+        strategy.notify_runner_results(batch, [MeasureResult(s) for s in seconds])
+    # one improvement in the first batch, then 2 + 3 trials without one
+    assert sizes == [3, 3]
+    assert strategy.trials == 6
+
+
+def test_results_must_match_the_candidates(space: TemplateSpace) -> None:
+    strategy = search.create("random", space=space, max_trials=8, batch_size=2)
+    batch = strategy.generate_measure_candidates()
+    assert batch is not None
+    with pytest.raises(SearchError, match="got 1 results for 2 candidates"):
+        strategy.notify_runner_results(batch, [MeasureResult(1.0)])
+    strategy.notify_runner_results(batch, [MeasureResult(1.0)] * 2)
+    with pytest.raises(SearchError, match="already reported"):
+        strategy.notify_runner_results(batch[:1], [MeasureResult(1.0)])
+
+
+def test_create_lists_the_kinds(space: TemplateSpace) -> None:
+    with pytest.raises(SearchError, match=r"\['ga', 'grid', 'random', 'xgb'\]"):
+        search.create("bayesian", space=space, max_trials=4)
+    with pytest.raises(SearchError, match="max_trials must be a positive int"):
+        search.create("random", space=space, max_trials=0)
+
+
+def test_illegal_configs_are_skipped_not_measured() -> None:
+    def sometimes_illegal(cfg, sch):  # type: ignore[no-untyped-def]
+        i, j, k = sch.get_loops(sch.get_block("C"))
+        cfg.define_split("tile_j", j, num_outputs=2)
+        cfg.define_knob("parallel_k", [False, True])
+        cfg["tile_j"].apply(sch, j)
+        if cfg["parallel_k"].val:
+            sch.parallel(k)
+
+    space = TemplateSpace(small_matmul(8, 12, 4), Template("t", sometimes_illegal, ("C",)))
+    strategy = search.create("grid", space=space, max_trials=100, batch_size=5)
+    replay = Replay(space, lambda config: 1.0 + config.index)
+    run(strategy, replay)
+    assert strategy.trials == space.size // 2
+    assert sum(o.invalid for o in strategy.history) == space.size // 2
+    assert all(space.describe(space.config(i))["parallel_k"] is False for i in replay.measured)
+
+
+# ---- end to end on the replayed space ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kind", "budget", "options"),
+    [
+        ("grid", 384, {}),
+        ("random", 384, {}),
+        ("ga", 160, {"population": 16}),
+        ("xgb", 80, {}),
+    ],
+)
+def test_each_strategy_finds_the_known_best(
+    kind: str, budget: int, options: dict, replay: Replay, best: int
+) -> None:
+    strategy = search.create(
+        kind, space=replay.space, max_trials=budget, batch_size=8, seed=11, **options
+    )
+    measured = fresh(replay)
+    run(strategy, measured)
+    assert strategy.best is not None and strategy.best.config.index == best
+    assert max(measured.measured.values()) == 1, "a config was measured twice"
+    assert sum(measured.measured.values()) == strategy.trials <= budget
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_same_seed_same_choices(kind: str, replay: Replay) -> None:
+    def order(seed: int) -> list[int]:
+        strategy = search.create(kind, space=replay.space, max_trials=40, batch_size=8, seed=seed)
+        run(strategy, fresh(replay))
+        return [o.config.index for o in strategy.history]
+
+    assert order(5) == order(5)
+    if kind != "grid":
+        assert order(5) != order(6)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_resume_measures_nothing_twice(kind: str, replay: Replay) -> None:
+    space = replay.space
+    first = search.create(kind, space=space, max_trials=48, batch_size=8, seed=4)
+    first_replay = fresh(replay)
+    run(first, first_replay)
+    # what a database hands back: trace JSON and times (None for a failure), and a
+    # record of some other schedule, which is left out
+    stored = [
+        (space.trace(o.config).to_json_string(), o.seconds) for o in first.history if not o.invalid
+    ]
+    foreign = Schedule(space.func)
+    foreign.parallel(foreign.get_loops(foreign.get_block("C"))[0])
+    stored.append((foreign.trace.to_json_string(), 1e-9))
+    second = search.create(kind, space=space, max_trials=100, batch_size=8, seed=4)
+    assert second.restore_traces(stored) == first.trials
+    assert second.best is not None and second.best.seconds == first.best.seconds
+    second_replay = fresh(replay)
+    run(second, second_replay)
+    assert not set(first_replay.measured) & set(second_replay.measured)
+    assert second.trials == 100
+
+
+def test_model_based_beats_random_by_trials_to_best(replay: Replay, best: int) -> None:
+    def mean_trials(kind: str) -> float:
+        counts = []
+        for seed in range(5):
+            strategy = search.create(
+                kind, space=replay.space, max_trials=replay.space.size, batch_size=8, seed=seed
+            )
+            run(strategy, fresh(replay), stop_at=best)
+            counts.append(trials_to(strategy, best))
+        return float(np.mean(counts))
+
+    model_based = mean_trials("xgb")
+    random = mean_trials("random")
+    assert model_based < 0.5 * random, (model_based, random)
+
+
+def test_model_based_warm_starts_from_a_similar_workload(replay: Replay, best: int) -> None:
+    """Records of the same template on another shape train the model before anything
+    here is measured: the very first batch is already model-picked and near the best."""
+    other = small_space(48, 32, 8)
+    configs = [other.config(i) for i in range(0, other.size, 3)]
+    records = [(other.trace(c).to_json_string(), synthetic_seconds(other, c)) for c in configs]
+
+    strategy = search.create("xgb", space=replay.space, max_trials=16, batch_size=8, seed=0)
+    assert isinstance(strategy, search.ModelBasedSearch)
+    rows, throughputs = search.transfer_records(strategy.extractor, other, records)
+    assert rows.shape == (len(configs), len(features.create("knob").transform(other, configs)[0]))
+    strategy.warm_start(rows, throughputs)
+    batch = strategy.generate_measure_candidates()
+    assert batch is not None
+    cold = search.create("random", space=replay.space, max_trials=16, batch_size=8, seed=0)
+    cold_batch = cold.generate_measure_candidates()
+    assert cold_batch is not None
+
+    def best_of(candidates: list) -> float:
+        return min(replay.seconds_of(c.config) or float("inf") for c in candidates)
+
+    assert best_of(batch) <= 1.1 * replay.seconds_of(replay.space.config(best))
+    assert best_of(batch) < best_of(cold_batch)
+
+
+def test_warm_start_rows_must_match_the_space(replay: Replay) -> None:
+    strategy = search.create("xgb", space=replay.space, max_trials=16, batch_size=8)
+    with pytest.raises(SearchError, match="transfer records have 3 features"):
+        strategy.warm_start(np.zeros((4, 3)), np.ones(4))

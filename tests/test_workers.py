@@ -1,0 +1,350 @@
+"""The workers' data, references and the local backend, with real processes, real
+LLVM builds and real faults (a segfault, a hang, an exception) made through the
+test-only hook of ``workers.faults``.
+
+The candidate helpers here are shared with ``test_workers_ray.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import socket
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import pytest
+
+import compiler
+import workers
+from compiler import Schedule, te
+from compiler.workload import normalize_spec, workload_from_spec
+from workers import (
+    BuildResult,
+    Candidate,
+    ErrorKind,
+    MeasureConfig,
+    RunResult,
+    Workers,
+    WorkersError,
+)
+from workers.faults import FAULT_ANNOTATION, FAULT_ENV, Fault, requested_fault
+from workers.reference import NUMPY_REFERENCES, make_reference
+
+MATMUL = {"op": "matmul", "args": {"m": 67, "n": 45, "k": 33}}
+# Fast test settings: short deadlines, two short repeats.
+TEST_CONFIG = MeasureConfig(repeat=2, min_repeat_ms=1.0, timeout_s=3.0)
+BUILD_TIMEOUT_S = 5.0
+
+
+# ---- candidates (shared with the Ray tests) ------------------------------------------------
+
+
+def matmul_candidate(seed: int = 0, fault: Fault | None = None) -> Candidate:
+    """A tiled matmul; ``seed`` picks the tiling, ``fault`` marks it for the hook."""
+    func = workload_from_spec(MATMUL)
+    sch = Schedule(func, seed=seed)
+    block = sch.get_block("T_matmul")
+    i, j, k = sch.get_loops(block)
+    i_outer, i_inner = sch.split(i, sch.sample_perfect_tile(i, n=2))
+    j_outer, j_inner = sch.split(j, sch.sample_perfect_tile(j, n=2))
+    sch.reorder(i_outer, j_outer, k, i_inner, j_inner)
+    if seed % 2:
+        sch.parallel(i_outer)
+    if fault is not None:
+        sch.annotate(block, FAULT_ANNOTATION, fault.value)
+    return Candidate.make(func, sch.trace, spec=MATMUL)
+
+
+def custom_candidate() -> Candidate:
+    """A workload written in TE, with no spec: checked against its unscheduled build."""
+    a = te.placeholder((19, 23), name="A")
+    b = te.placeholder((23,), name="B")
+    r = te.reduce_axis((0, 23), name="r")
+    c = te.compute((19,), lambda i: te.sum(a[i, r] * b[r] + a[i, r], axis=r), name="C")
+    func = te.create_prim_func([a, b, c])
+    sch = Schedule(func)
+    (i, _) = sch.get_loops(sch.get_block("C"))
+    sch.split(i, [None, 4])
+    return Candidate.make(func, sch.trace)
+
+
+def spec_candidate(spec: Mapping[str, Any]) -> Candidate:
+    """The operator with the default schedule (an empty trace)."""
+    func = workload_from_spec(spec)
+    return Candidate.make(func, Schedule(func).trace, spec=spec)
+
+
+def swapped_artifact(builder: Any) -> BuildResult:
+    """An ``add`` candidate carrying the library of ``subtract`` on the same shapes:
+    it runs fine and computes the wrong thing."""
+    shapes = {"shape_a": [7, 9], "shape_b": [7, 9]}
+    add = spec_candidate({"op": "add", "args": shapes})
+    subtract = spec_candidate({"op": "subtract", "args": shapes})
+    add_build, subtract_build = builder.build([add, subtract])
+    return dataclasses.replace(add_build, artifact=subtract_build.artifact)
+
+
+def illegal_candidate() -> Candidate:
+    """A trace that names a block the workload does not have."""
+    trace = {
+        "version": 1,
+        "instructions": [
+            {"kind": "get_block", "inputs": {"name": "C", "func_name": "main"}, "outputs": ["b0"]}
+        ],
+    }
+    return Candidate(matmul_candidate().workload, json.dumps(trace), spec=json.dumps(MATMUL))
+
+
+def kinds(results: list[RunResult] | list[BuildResult]) -> list[ErrorKind | None]:
+    return [r.error_kind for r in results]
+
+
+def check_ok(result: RunResult, repeat: int = TEST_CONFIG.repeat) -> None:
+    assert result.ok, result.error
+    assert len(result.run_times) == repeat
+    assert all(0 < t < 1 for t in result.run_times)
+    assert result.number >= 1
+
+
+# ---- data -------------------------------------------------------------------------------
+
+
+def test_create_lists_the_kinds() -> None:
+    with pytest.raises(WorkersError, match="local, ray"):
+        workers.create("slurm")
+
+
+def test_results_hold_a_value_or_an_error_never_both() -> None:
+    candidate = matmul_candidate()
+    with pytest.raises(ValueError, match="never both"):
+        RunResult(candidate, (1e-3,), 1, ErrorKind.RUN_ERROR, "boom")
+    with pytest.raises(ValueError, match="never both"):
+        RunResult(candidate)
+    with pytest.raises(ValueError, match="never both"):
+        BuildResult(candidate, error_kind=ErrorKind.BUILD_ERROR)
+    failed = RunResult.failed(candidate, ErrorKind.TIMEOUT, "slow", "host")
+    assert RunResult.from_json(json.loads(json.dumps(failed.to_json()))) == failed
+
+
+def test_error_kinds_are_record_statuses() -> None:
+    from db.records import RecordStatus
+
+    statuses = {status.value for status in RecordStatus}
+    assert {kind.value for kind in ErrorKind} == statuses - {"ok"}
+
+
+def test_candidate_is_plain_json() -> None:
+    candidate = matmul_candidate(seed=3)
+    assert Candidate.from_json(json.loads(json.dumps(candidate.to_json()))) == candidate
+    with pytest.raises(TypeError, match="JSON text"):
+        Candidate({"op": "matmul"}, "{}")  # type: ignore[arg-type]
+
+
+def test_fault_hook_reads_only_its_annotation() -> None:
+    assert requested_fault(matmul_candidate(fault=Fault.HANG).trace) is Fault.HANG
+    assert requested_fault(matmul_candidate().trace) is None
+    assert requested_fault("not json") is None
+
+
+def test_measure_config_checks_its_values() -> None:
+    with pytest.raises(ValueError, match="repeat"):
+        MeasureConfig(repeat=0)
+    with pytest.raises(ValueError, match="timeout_s"):
+        MeasureConfig(timeout_s=0)
+
+
+# ---- references -------------------------------------------------------------------------
+
+SHAPES = {"shape_a": [3, 1, 5], "shape_b": [4, 5]}
+REFERENCE_SPECS: dict[str, dict[str, Any]] = {
+    "matmul": {"m": 5, "n": 7, "k": 3, "transpose_a": True},
+    "batch_matmul": {"batch": 2, "m": 3, "n": 5, "k": 7},
+    "dense": {"batch": 3, "in_features": 5, "out_features": 7, "activation": "sigmoid"},
+    **{op: {"shape": [3, 5]} for op in ("relu", "sigmoid", "exp", "log", "sqrt", "tanh")},
+    **{op: {"shape": [3, 5]} for op in ("abs", "negative")},
+    **{op: SHAPES for op in ("add", "subtract", "multiply", "divide", "maximum", "minimum")},
+    "power": SHAPES,
+    **{op: {"shape": [3, 4, 5], "axis": [0, 2], "keepdims": True} for op in ("sum", "max")},
+    **{op: {"shape": [3, 4, 5], "axis": 1} for op in ("min", "mean")},
+    "softmax": {"shape": [3, 5]},
+    "log_softmax": {"shape": [3, 5], "axis": 0},
+    "transpose": {"shape": [2, 3, 4], "axes": [2, 0, 1]},
+    "reshape": {"shape": [2, 3, 4], "newshape": [4, -1]},
+}
+
+
+@pytest.mark.parametrize("op", sorted(NUMPY_REFERENCES))
+def test_numpy_reference_agrees_with_the_unscheduled_build(op: str) -> None:
+    spec = normalize_spec({"op": op, "args": REFERENCE_SPECS[op]})
+    func = workload_from_spec(spec)
+    reference = make_reference(func, spec, seed=5)
+    assert reference.source == f"numpy {op}"
+    assert all(np.all(a != 0) for a in reference.arguments)
+    arrays = reference.fresh_arguments()
+    assert reference.mismatch(arrays, None) is not None  # outputs not written yet
+    compiler.build(func, default_schedule=False)(*arrays)
+    assert reference.mismatch(arrays, None) is None
+
+
+def test_reference_mismatch_names_the_output_and_the_place() -> None:
+    func = workload_from_spec(MATMUL)
+    reference = make_reference(func, normalize_spec(MATMUL), seed=0)
+    arrays = reference.fresh_arguments()
+    arrays[2][...] = reference.expected[2]
+    arrays[2][10, 20] += 0.5
+    message = reference.mismatch(arrays, None)
+    assert message is not None and "'T_matmul'" in message and "(10, 20)" in message
+
+
+# ---- the local backend ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def local() -> Iterator[Workers]:
+    """Local workers whose processes have the fault hook switched on."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(FAULT_ENV, "1")
+        backend = workers.create("local", build_timeout_s=BUILD_TIMEOUT_S, config=TEST_CONFIG)
+    with backend:
+        yield backend
+
+
+def test_local_backend_starts_in_well_under_a_second() -> None:
+    start = time.perf_counter()
+    backend = workers.create("local")
+    elapsed = time.perf_counter() - start
+    backend.close()
+    assert elapsed < 0.5
+
+
+def test_good_candidates_are_measured(local: Workers) -> None:
+    candidates = [matmul_candidate(seed) for seed in range(4)] + [custom_candidate()]
+    candidates.append(spec_candidate({"op": "conv2d_nchw", "args": _SMALL_CONV}))
+    results = local.measure(candidates)
+    for result, candidate in zip(results, candidates, strict=True):
+        check_ok(result)
+        assert result.candidate == candidate
+        assert result.worker_host == socket.gethostname()
+
+
+_SMALL_CONV = {
+    "batch": 1,
+    "in_channels": 3,
+    "height": 9,
+    "width": 11,
+    "out_channels": 5,
+    "kernel": 3,
+    "padding": 1,
+}
+
+
+def test_min_repeat_ms_grows_number_and_cache_flush_runs() -> None:
+    config = MeasureConfig(repeat=2, min_repeat_ms=5.0, flush_cache=True, flush_bytes=1 << 20)
+    candidate = spec_candidate({"op": "relu", "args": {"shape": [31]}})
+    with workers.create("local", max_workers=1, config=config) as backend:
+        (result,) = backend.measure([candidate])
+    check_ok(result, repeat=2)
+    assert result.number > 1
+
+
+def test_runner_process_is_replaced_after_its_quota() -> None:
+    with workers.create("local", config=TEST_CONFIG, candidates_per_process=2) as backend:
+        results = backend.measure([matmul_candidate(seed) for seed in range(5)])
+    for result in results:
+        check_ok(result)
+
+
+def test_illegal_or_malformed_traces_are_build_errors(local: Workers) -> None:
+    malformed = dataclasses.replace(matmul_candidate(), trace="{not json")
+    results = local.measure([illegal_candidate(), malformed, matmul_candidate()])
+    assert kinds(results) == [ErrorKind.BUILD_ERROR, ErrorKind.BUILD_ERROR, None]
+    assert "ScheduleError" in results[0].error and "'C'" in results[0].error
+    assert "does not parse" in results[1].error
+
+
+def test_reference_check_catches_a_wrong_library(local: Workers) -> None:
+    (result,) = local.runner.run([swapped_artifact(local.builder)])
+    assert result.error_kind is ErrorKind.WRONG_RESULT
+    assert "'T_add'" in result.error and "numpy add" in result.error
+
+
+def test_reference_check_catches_a_corrupted_output(local: Workers) -> None:
+    results = local.measure([matmul_candidate(1, Fault.CORRUPT), matmul_candidate(1)])
+    assert kinds(results) == [ErrorKind.WRONG_RESULT, None]
+
+
+def test_spec_that_does_not_describe_the_workload_is_a_run_error(local: Workers) -> None:
+    other = {"op": "matmul", "args": {"m": 67, "n": 45, "k": 35}}
+    candidate = dataclasses.replace(matmul_candidate(), spec=json.dumps(other))
+    (result,) = local.measure([candidate])
+    assert result.error_kind is ErrorKind.RUN_ERROR and "does not describe" in result.error
+
+
+def test_runner_crash_costs_one_record_and_the_next_runs(local: Workers) -> None:
+    candidates = [matmul_candidate(2), matmul_candidate(2, Fault.CRASH), matmul_candidate(3)]
+    results = local.measure(candidates)
+    assert kinds(results) == [None, ErrorKind.CRASHED, None]
+    assert "SIGSEGV" in results[1].error
+    check_ok(results[2])
+
+
+def test_runner_hang_times_out_and_the_next_runs(local: Workers) -> None:
+    candidates = [matmul_candidate(0, Fault.HANG), matmul_candidate(0)]
+    builds = local.builder.build(candidates)
+    start = time.monotonic()
+    results = local.runner.run(builds)
+    assert kinds(results) == [ErrorKind.TIMEOUT, None]
+    assert "3 s" in results[0].error
+    assert time.monotonic() - start < TEST_CONFIG.timeout_s + 5
+
+
+def test_candidate_that_raises_is_a_run_error(local: Workers) -> None:
+    results = local.measure([matmul_candidate(0, Fault.RAISE), matmul_candidate(0)])
+    assert kinds(results) == [ErrorKind.RUN_ERROR, None]
+    assert "test fault" in results[0].error
+
+
+def test_builder_crash_and_hang_cost_one_record_each(local: Workers) -> None:
+    candidates = [
+        matmul_candidate(0, Fault.BUILD_CRASH),
+        matmul_candidate(1),
+        matmul_candidate(0, Fault.BUILD_HANG),
+        matmul_candidate(2),
+        matmul_candidate(3),
+    ]
+    start = time.monotonic()
+    builds = local.builder.build(candidates)
+    assert kinds(builds) == [ErrorKind.CRASHED, None, ErrorKind.TIMEOUT, None, None]
+    assert "SIGSEGV" in builds[0].error
+    assert time.monotonic() - start < BUILD_TIMEOUT_S + 5
+    results = local.runner.run(builds)
+    assert kinds(results) == kinds(builds)
+    assert all(local.builder.build([matmul_candidate(4)])[0].ok for _ in range(2))
+
+
+def test_fault_annotation_is_inert_without_the_test_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(FAULT_ENV, raising=False)
+    candidates = [matmul_candidate(1, Fault.CRASH), matmul_candidate(1, Fault.BUILD_CRASH)]
+    with workers.create("local", config=TEST_CONFIG) as backend:
+        results = backend.measure(candidates)
+    for result in results:
+        check_ok(result)
+
+
+def test_results_become_database_records(local: Workers, tmp_path: Any) -> None:
+    from db import Database
+    from db.records import RecordStatus
+    from workers.records import to_measurement
+
+    candidates = [matmul_candidate(1), matmul_candidate(2, Fault.CRASH)]
+    results = local.measure(candidates)
+    with Database(f"sqlite:///{tmp_path / 'tuning.db'}") as database:
+        database.commit_workload(MATMUL)
+        assert database.commit_records(to_measurement(r) for r in results) == 2
+        stored = {record.status: record for record in database.records()}
+    assert set(stored) == {RecordStatus.OK, RecordStatus.CRASHED}
+    assert stored[RecordStatus.OK].run_times == results[0].run_times
+    assert "SIGSEGV" in (stored[RecordStatus.CRASHED].error or "")

@@ -1,0 +1,57 @@
+"""Search strategies over a space, with the ask/tell protocol (see ``base``).
+
+``create(kind, space=..., max_trials=..., **options)`` with kind ``random``,
+``grid``, ``ga`` (genetic algorithm) or ``xgb`` (model-based: XGBoost ranks,
+simulated annealing proposes, epsilon-greedy explores).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tuner.search.base import (
+    MeasureCandidate,
+    Measurement,
+    MeasureResult,
+    Observation,
+    SearchError,
+    SearchStrategy,
+    trace_config,
+)
+from tuner.search.genetic import GeneticSearch
+from tuner.search.grid_search import GridSearch
+from tuner.search.model_based import ModelBasedSearch, transfer_records
+from tuner.search.random_search import RandomSearch
+
+KINDS: dict[str, type[SearchStrategy]] = {
+    "random": RandomSearch,
+    "grid": GridSearch,
+    "ga": GeneticSearch,
+    "xgb": ModelBasedSearch,
+}
+
+
+def create(kind: str, **options: Any) -> SearchStrategy:
+    """The strategy of kind ``kind`` (one of ``KINDS``) built from ``options``
+    (``space`` and ``max_trials`` always; see each class for the rest)."""
+    if kind not in KINDS:
+        raise SearchError(f"unknown search kind {kind!r}; the kinds are {sorted(KINDS)}")
+    return KINDS[kind](**options)
+
+
+__all__ = [
+    "KINDS",
+    "GeneticSearch",
+    "GridSearch",
+    "MeasureCandidate",
+    "MeasureResult",
+    "Measurement",
+    "ModelBasedSearch",
+    "Observation",
+    "RandomSearch",
+    "SearchError",
+    "SearchStrategy",
+    "create",
+    "trace_config",
+    "transfer_records",
+]

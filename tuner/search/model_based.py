@@ -1,0 +1,194 @@
+"""The model-based search (AutoTVM's XGBTuner): a cost model trained on what was
+measured picks what to measure next.
+
+Each ask, in order:
+
+1. until ``warmup`` configs ran (and no transfer records were given), measure at
+   random: the model has nothing to learn from;
+2. fit the cost model on every observation (log throughput; a failure or an
+   illegal config counts as worse than the slowest success), plus the transfer
+   records of other runs given to ``warm_start``;
+3. run simulated annealing over the knob choices, from the fastest configs so far
+   and from random points, scored by the model; keep the best unvisited configs;
+4. fill the batch with them, except a share ``epsilon`` drawn at random, so the
+   search keeps exploring regions the model wrongly thinks poor.
+
+Features default to the knob values, which the annealing can score by the
+thousand. ``features="loop_nest"`` (or ``"combined"``) reads the lowered loop
+nest, about 20 ms a config: give it a small annealing budget (``sa_chains=16,
+sa_steps=4``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
+
+from compiler.schedule import Trace
+from tuner import cost_model
+from tuner.cost_model.base import CostModel
+from tuner.cost_model.features import FeatureExtractor
+from tuner.cost_model.features import create as create_features
+from tuner.search.annealing import anneal
+from tuner.search.base import SearchError, SearchStrategy, trace_config
+from tuner.space.base import Config, Space
+
+# How much lower than the slowest success (in log throughput) a failure is taught.
+FAILURE_PENALTY = 1.0
+
+
+class ModelBasedSearch(SearchStrategy):
+    """``features`` is an extractor or its kind; ``model`` a CostModel (default: XGBoost
+    regression seeded by ``seed``); ``epsilon`` the share of each batch drawn at
+    random; ``warmup`` the measurements before the model is used (default: one
+    batch); ``sa_chains``, ``sa_steps`` and ``temperature`` size the annealing."""
+
+    def __init__(
+        self,
+        space: Space,
+        *,
+        features: str | FeatureExtractor = "knob",
+        model: CostModel | None = None,
+        epsilon: float = 0.1,
+        warmup: int | None = None,
+        sa_chains: int = 128,
+        sa_steps: int = 100,
+        temperature: float = 1.0,
+        **options: Any,
+    ) -> None:
+        super().__init__(space, **options)
+        if not 0.0 <= epsilon <= 1.0:
+            raise SearchError(f"epsilon must be in [0, 1], got {epsilon!r}")
+        self.extractor = create_features(features) if isinstance(features, str) else features
+        self.model = (
+            model if model is not None else cost_model.create("xgb", random_state=self.seed)
+        )
+        self.epsilon = epsilon
+        self.warmup = self.batch_size if warmup is None else warmup
+        self.sa_chains = sa_chains
+        self.sa_steps = sa_steps
+        self.temperature = temperature
+        self.np_rng = np.random.default_rng(self.seed)
+        self._transfer: tuple[np.ndarray, np.ndarray] | None = None
+
+    def warm_start(self, features: np.ndarray, throughputs: np.ndarray) -> None:
+        """Records of earlier runs (same or similar workloads) to train on from the
+        first ask: feature rows made by an extractor of the same kind, and their
+        throughputs (flop/s; 0 for a failure)."""
+        rows = np.asarray(features, dtype=float)
+        values = np.asarray(throughputs, dtype=float).reshape(-1)
+        if not len(values):
+            return
+        if rows.ndim != 2 or len(rows) != len(values):
+            raise SearchError(
+                f"warm_start needs a 2-D feature matrix and one throughput per row; got shapes "
+                f"{rows.shape} and {values.shape}"
+            )
+        width = self.extractor.transform(self.space, [self.space.config(0)]).shape[1]
+        if rows.shape[1] != width:
+            raise SearchError(
+                f"transfer records have {rows.shape[1]} features, this space's configs "
+                f"{width}; make both with the same extractor kind and template"
+            )
+        self._transfer = (rows, values)
+
+    def _propose(self, count: int) -> Iterator[Config]:
+        observed = [o for o in self.history if o.seconds is not None]
+        if len(observed) < max(1, self.warmup) and self._transfer is None:
+            return
+        spread = self._fit()
+        ranked = self._search(2 * count, spread)
+        explore = self._exploration_count(count)
+        yield from ranked[: count - explore]
+        for _, config in zip(range(explore), self.random_unvisited(), strict=False):
+            yield config
+        yield from ranked[count - explore :]
+
+    def _fit(self) -> float:
+        """Train the model; returns the spread (standard deviation) of its targets,
+        the unit of the annealing temperature."""
+        configs = [o.config for o in self.history]
+        rows = self.extractor.transform(self.space, configs) if configs else None
+        values = np.array([self.throughput(o.seconds) for o in self.history])
+        if self._transfer is not None:
+            extra_rows, extra_values = self._transfer
+            rows = extra_rows if rows is None else np.concatenate([extra_rows, rows])
+            values = np.concatenate([extra_values, values])
+        targets = _log_targets(values)
+        assert rows is not None
+        self.model.fit(rows, targets)
+        return float(np.std(targets)) or 1.0
+
+    def _search(self, keep: int, spread: float) -> list[Config]:
+        """The ``keep`` unvisited configs the annealing scores best, best first."""
+        dims = self.space.dims
+
+        def score(points: np.ndarray) -> np.ndarray:
+            return self.model.predict(self.extractor.transform_choices(self.space, points))
+
+        found = anneal(
+            dims,
+            score,
+            self._starts(dims),
+            steps=self.sa_steps,
+            keep=keep,
+            visited=self._visited,
+            rng=self.np_rng,
+            temperature=self.temperature * spread,
+        )
+        return [self.space.config_of(list(choices)) for _, _, choices in found]
+
+    def _starts(self, dims: tuple[int, ...]) -> np.ndarray:
+        """Chain starts: the fastest configs measured, the rest random points."""
+        measured = sorted(
+            (o for o in self.history if o.seconds is not None),
+            key=lambda o: (o.seconds, o.config.index),
+        )
+        elites = [o.config.choices for o in measured[: self.sa_chains // 2]]
+        randoms = self.np_rng.integers(
+            np.array(dims), size=(self.sa_chains - len(elites), len(dims))
+        )
+        rows = np.array(elites, dtype=np.int64).reshape(len(elites), len(dims))
+        return np.concatenate([rows, randoms.astype(np.int64)])
+
+    def _exploration_count(self, count: int) -> int:
+        """``epsilon * count`` rounded up or down at random, so small batches explore
+        at the right rate on average."""
+        share = self.epsilon * count
+        whole = math.floor(share)
+        return whole + (1 if self.rng.random() < share - whole else 0)
+
+
+def _log_targets(throughputs: np.ndarray) -> np.ndarray:
+    """log throughput, with failures (0) taught as FAILURE_PENALTY below the slowest
+    success, or all zero when nothing succeeded."""
+    ok = throughputs > 0
+    if not ok.any():
+        return np.zeros(len(throughputs))
+    logs = np.zeros(len(throughputs))
+    logs[ok] = np.log(throughputs[ok])
+    logs[~ok] = logs[ok].min() - FAILURE_PENALTY
+    return logs
+
+
+def transfer_records(
+    extractor: FeatureExtractor, space: Space, records: Iterable[tuple[Trace | str, float | None]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Feature rows and throughputs of stored records of another workload, for
+    ``warm_start``. ``space`` is that workload's space; with knob features it must
+    be the same template (its knobs give the columns), loop-nest features compare
+    across templates. Records whose trace the space does not recognise are left out."""
+    configs = []
+    throughputs = []
+    flops = getattr(space, "flop_count", 1) or 1
+    for trace, seconds in records:
+        config = trace_config(space, trace)
+        if config is not None:
+            configs.append(config)
+            throughputs.append(flops / seconds if seconds else 0.0)
+    if not configs:
+        return np.zeros((0, 0)), np.zeros(0)
+    return extractor.transform(space, configs), np.array(throughputs)

@@ -1,0 +1,59 @@
+"""Helpers the templates share: reading loops and blocks, and parallelizing."""
+
+from __future__ import annotations
+
+from compiler.schedule import BlockRV, LoopRV, Schedule
+
+# The micro-kernel's rows: with a panel of two vectors this many rows keep their
+# accumulators in the 16 vector registers of AVX2.
+MAX_KERNEL_ROWS = 8
+# The widest vectorized panel, in vector registers.
+MAX_PANEL_VECTORS = 8
+
+
+def extent(sch: Schedule, loop: LoopRV) -> int:
+    return sch.get(loop).extent.value  # type: ignore[union-attr]
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def blocks_after(sch: Schedule, block: BlockRV) -> list[BlockRV]:
+    """The blocks that follow ``block`` at the root: a fused epilogue (bias, activation)."""
+    blocks = sch.get_child_blocks(sch.get_block("root"))
+    names = [b.name for b in blocks]
+    return blocks[names.index(block.name) + 1 :]
+
+
+def blocks_named(sch: Schedule, prefix: str) -> list[BlockRV]:
+    return [b for b in sch.get_child_blocks(sch.get_block("root")) if b.name.startswith(prefix)]
+
+
+def parallelize(sch: Schedule, leading: list[LoopRV], depth: int) -> None:
+    """Fuse the ``depth`` outermost of ``leading`` and run the fused loop in parallel."""
+    if depth == 0 or not leading:
+        return
+    chosen = leading[:depth]
+    fused = sch.fuse(*chosen) if len(chosen) > 1 else chosen[0]
+    sch.parallel(fused)
+
+
+def kernel_tiles(total: int) -> list[tuple[int, int, int]]:
+    """(outer, middle, inner) exact splits with the unrolled inner at most
+    MAX_KERNEL_ROWS."""
+    return [
+        (total // inner // middle, middle, inner)
+        for inner in divisors(total)
+        if inner <= MAX_KERNEL_ROWS
+        for middle in divisors(total // inner)
+    ]
+
+
+def vector_tiles(total: int, lanes: int, smallest: int) -> list[tuple[int, int]]:
+    """(outer, width): exact widths from ``smallest`` to MAX_PANEL_VECTORS vectors that
+    are whole vectors where ``total`` allows, else any exact width up to that."""
+    widest = lanes * MAX_PANEL_VECTORS
+    widths = [d for d in divisors(total) if smallest <= d <= widest]
+    widths = widths or [d for d in divisors(total) if d <= widest]
+    return [(total // w, w) for w in widths]

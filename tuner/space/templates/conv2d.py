@@ -1,0 +1,142 @@
+"""Knob templates for NCHW convolutions: conv2d (with a fused bias/relu epilogue when
+the workload has one) and depthwise conv2d.
+
+The micro-kernel vectorizes the output row (``x``): in NCHW both the output and the
+input are contiguous along it, and each kernel weight is a broadcast. For conv2d
+it keeps ``o2`` output channels by a vector of columns in registers, unrolled
+over the channels, and runs the reduction (``rc ry rx``) around it:
+
+- output channels split in three (``o0`` for threads, ``o1``, ``o2`` unrolled),
+  rows in two (``y0``, ``y1``), columns in two (``x0``, ``xv`` vectorized);
+- input channels split in two (``rc0``, ``rc1``) and two orders of the reduction;
+- candidate orders of the outer spatial loops;
+- padding computed in place (inlined) or as its own pass;
+- the input tile a micro-kernel pass reads packed into a contiguous buffer
+  (``cache_read`` computed at ``rc0``: data packing) or read in place;
+- a local accumulator written back outside the reduction, its init split out;
+- the outermost one to three loops fused and run in parallel.
+"""
+
+from __future__ import annotations
+
+from compiler.schedule import BlockRV, LoopRV, Schedule
+from tuner.space.config import ConfigEntity
+from tuner.space.registry import template
+from tuner.space.templates.common import (
+    blocks_after,
+    blocks_named,
+    extent,
+    kernel_tiles,
+    parallelize,
+    vector_tiles,
+)
+
+# Orders of the outer spatial loops (o0, y0, x0, o1, y1).
+CONV_ORDERS = ((0, 1, 2, 3, 4), (0, 1, 3, 4, 2), (1, 0, 2, 3, 4), (0, 3, 1, 4, 2))
+# Orders of the reduction loops (rc0, rc1, ry, rx).
+REDUCE_ORDERS = ((0, 1, 2, 3), (0, 2, 3, 1), (2, 3, 0, 1))
+# Orders of depthwise's outer loops (c0, y0, x0, c1, y1).
+DEPTHWISE_ORDERS = ((0, 1, 2, 3, 4), (0, 3, 1, 4, 2), (0, 1, 3, 4, 2))
+
+
+@template("conv2d_nchw.x86", blocks=("conv2d_nchw",))
+def conv2d_nchw_x86(cfg: ConfigEntity, sch: Schedule) -> None:
+    block = sch.get_block("conv2d_nchw")
+    pads = blocks_named(sch, "PadInput")
+    epilogues = blocks_after(sch, block)
+    n, o, y, x, rc, ry, rx = sch.get_loops(block)
+    lanes = cfg.target.vector_bits // 32
+
+    cfg.define_split(
+        "tile_o", o, num_outputs=3, policy="candidate", candidate=kernel_tiles(extent(sch, o))
+    )
+    cfg.define_split("tile_y", y, num_outputs=2, policy="factors", max_factor=8)
+    cfg.define_split(
+        "tile_x",
+        x,
+        num_outputs=2,
+        policy="candidate",
+        candidate=vector_tiles(extent(sch, x), lanes, lanes // 2),
+    )
+    cfg.define_split("tile_rc", rc, num_outputs=2, policy="factors")
+    cfg.define_reorder("order", 5, policy="candidate", candidate=CONV_ORDERS)
+    cfg.define_reorder("reduce_order", 4, policy="candidate", candidate=REDUCE_ORDERS)
+    cfg.define_knob("pad", ["inline", "root"] if pads else ["none"])
+    cfg.define_knob("pack_data", ["none", "rc0"])
+    cfg.define_knob("parallel", [1, 2, 3])
+
+    o0, o1, o2 = cfg["tile_o"].apply(sch, o)
+    y0, y1 = cfg["tile_y"].apply(sch, y)
+    x0, xv = cfg["tile_x"].apply(sch, x)
+    rc0, rc1 = cfg["tile_rc"].apply(sch, rc)
+    outer = cfg["order"].apply(sch, [o0, y0, x0, o1, y1])
+    reduction = cfg["reduce_order"].apply(sch, [rc0, rc1, ry, rx])
+    sch.reorder(n, *outer, *reduction, o2, xv)
+
+    _place_padding(sch, pads, cfg["pad"].val)
+    if cfg["pack_data"].val == "rc0":
+        packed = sch.cache_read(block, 0, "global")
+        sch.compute_at(packed, rc0)
+    _accumulate(sch, block, epilogues, outer[-1], reduction[0])
+    sch.unroll(o2)
+    sch.vectorize(xv)
+    parallelize(sch, [n, *outer], cfg["parallel"].val)
+
+
+@template("depthwise_conv2d_nchw.x86", blocks=("depthwise_conv2d_nchw",))
+def depthwise_conv2d_nchw_x86(cfg: ConfigEntity, sch: Schedule) -> None:
+    block = sch.get_block("depthwise_conv2d_nchw")
+    pads = blocks_named(sch, "PadInput")
+    n, c, y, x, ry, rx = sch.get_loops(block)
+    lanes = cfg.target.vector_bits // 32
+
+    cfg.define_split("tile_c", c, num_outputs=2, policy="factors", max_factor=8)
+    cfg.define_split("tile_y", y, num_outputs=2, policy="factors", max_factor=8)
+    cfg.define_split(
+        "tile_x",
+        x,
+        num_outputs=2,
+        policy="candidate",
+        candidate=vector_tiles(extent(sch, x), lanes, lanes // 2),
+    )
+    cfg.define_reorder("order", 5, policy="candidate", candidate=DEPTHWISE_ORDERS)
+    cfg.define_knob("unroll_window", [False, True])
+    cfg.define_knob("pad", ["inline", "root"] if pads else ["none"])
+    cfg.define_knob("parallel", [1, 2, 3])
+
+    c0, c1 = cfg["tile_c"].apply(sch, c)
+    y0, y1 = cfg["tile_y"].apply(sch, y)
+    x0, xv = cfg["tile_x"].apply(sch, x)
+    outer = cfg["order"].apply(sch, [c0, y0, x0, c1, y1])
+    sch.reorder(n, *outer, ry, rx, xv)
+
+    _place_padding(sch, pads, cfg["pad"].val)
+    _accumulate(sch, block, blocks_after(sch, block), outer[-1], ry)
+    if cfg["unroll_window"].val:
+        sch.unroll(ry)
+        sch.unroll(rx)
+    sch.vectorize(xv)
+    parallelize(sch, [n, *outer], cfg["parallel"].val)
+
+
+def _place_padding(sch: Schedule, pads: list[BlockRV], where: str) -> None:
+    """Inline the padding into its reader, or keep it a pass of its own with its
+    outer loops in parallel and its rows vectorized."""
+    for pad in pads:
+        if where == "inline":
+            sch.compute_inline(pad)
+        elif where == "root":
+            loops = sch.get_loops(pad)
+            sch.parallel(sch.fuse(*loops[:2]))
+            sch.vectorize(loops[-1])
+
+
+def _accumulate(
+    sch: Schedule, block: BlockRV, epilogues: list[BlockRV], spatial: LoopRV, first_reduce: LoopRV
+) -> None:
+    """A local accumulator written back (with any epilogue) right outside the reduction."""
+    write_back = sch.cache_write(block, 0, "local")
+    for epilogue in epilogues:
+        sch.reverse_compute_inline(epilogue)
+    sch.reverse_compute_at(write_back, spatial)
+    sch.decompose_reduction(block, first_reduce)

@@ -1,0 +1,56 @@
+"""A tuning task: one workload on one target, with what a tuner reports against.
+
+``workload_key`` and ``target`` (canonical, ``"llvm -mcpu=znver3"``) are what the
+database stores records under and what ``compiler.build(..., database=...)``
+looks them up by, so a task is built through ``from_func`` or ``from_spec``,
+which compute both the same way the build does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from compiler.codegen.target import LLVMTarget
+from compiler.database_lookup import canonical_target
+from compiler.flops import flop_count
+from compiler.ir.function import PrimFunc
+from compiler.workload import normalize_spec, workload_from_spec
+from compiler.workload_key import workload_key
+
+
+@dataclass(frozen=True)
+class TuneTask:
+    """``func`` is the unscheduled workload; ``spec`` the operator spec it came from
+    (canonical JSON text), when it came from one, so results can be checked
+    against numpy; ``flop_count`` turns seconds into FLOP/s."""
+
+    func: PrimFunc
+    workload_key: str
+    target: str
+    flop_count: int
+    spec: str | None = None
+
+    @staticmethod
+    def from_func(
+        func: PrimFunc, target: str | LLVMTarget = "llvm", spec: Mapping[str, Any] | None = None
+    ) -> TuneTask:
+        spec_text = None if spec is None else json.dumps(normalize_spec(spec), sort_keys=True)
+        return TuneTask(
+            func, workload_key(func), canonical_target(target), flop_count(func), spec_text
+        )
+
+    @staticmethod
+    def from_spec(spec: Mapping[str, Any], target: str | LLVMTarget = "llvm") -> TuneTask:
+        """The task of an operator spec (``{"op": "matmul", "args": {...}}``); raises
+        WorkloadError for a malformed spec."""
+        return TuneTask.from_func(workload_from_spec(spec), target, spec)
+
+    def gflops(self, seconds: float) -> float:
+        return self.flop_count / seconds / 1e9
+
+    def __repr__(self) -> str:
+        name = json.loads(self.spec)["op"] if self.spec else "workload"
+        return f"TuneTask({name} {self.workload_key[:12]}, {self.target!r})"
