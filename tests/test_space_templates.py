@@ -124,18 +124,19 @@ def test_unit_tiles_are_legal() -> None:
     """Splits with factors of 1 leave loops of extent 1 beside real ones; cache_write and
     decompose_reduction must still see that the tiles cover the domain exactly."""
     func = workload_from_spec(SPECS["matmul.x86"])
-    space = TemplateSpace(func, "matmul.x86")
-    wanted = {
-        "tile_i": (12, 1, 1),
-        "tile_j": (1, 40),
-        "tile_k": (9, 1),
-        "order": (1, 0, 3, 2),
-        "pack_b": "none",
-        "parallel": 1,
-    }
-    config = space.config_of([knob.position(wanted[knob.name]) for knob in space.knobs])
+    space = TemplateSpace(func, "matmul.x86", target="llvm -mcpu=znver3 -mattr=+avx,+avx2")
     a = np.random.default_rng(0).standard_normal((12, 9)).astype("float32")
     b = np.random.default_rng(1).standard_normal((9, 40)).astype("float32")
-    out = np.zeros((12, 40), "float32")
-    compiler.build(space.schedule(config).mod)(a, b, out)
-    np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)
+    for rows, reduction in (((2, 6, 1), (9, 1)), ((4, 1, 3), (3, 3)), ((12, 1, 1), (1, 9))):
+        wanted = {
+            "tile_i": rows,
+            "tile_j": (5, 8),
+            "tile_k": reduction,
+            "order": (1, 0, 3, 2),
+            "pack_b": "none",
+            "parallel": 1,
+        }
+        config = space.config_of([knob.position(wanted[knob.name]) for knob in space.knobs])
+        out = np.zeros((12, 40), "float32")
+        compiler.build(space.schedule(config).mod)(a, b, out)
+        np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)

@@ -137,12 +137,14 @@ class SearchStrategy(abc.ABC):
             raise SearchError(
                 f"got {len(results)} results for {len(candidates)} candidates; give one each"
             )
-        for candidate, result in zip(candidates, results, strict=True):
-            if self._pending.pop(candidate.config.index, None) is None:
+        indices = [c.config.index for c in candidates]
+        for index in indices:
+            if index not in self._pending or indices.count(index) > 1:
                 raise SearchError(
-                    f"config {candidate.config.index} was not proposed by this search or was "
-                    "already reported"
+                    f"config {index} was not proposed by this search or was already reported"
                 )
+        for candidate, result in zip(candidates, results, strict=True):
+            del self._pending[candidate.config.index]
             self.trials += 1
             self._record(Observation(candidate.config, _seconds(result.mean_seconds)))
 

@@ -50,10 +50,14 @@ def kernel_tiles(total: int) -> list[tuple[int, int, int]]:
     ]
 
 
-def vector_tiles(total: int, lanes: int, smallest: int) -> list[tuple[int, int]]:
-    """(outer, width): exact widths from ``smallest`` to MAX_PANEL_VECTORS vectors that
-    are whole vectors where ``total`` allows, else any exact width up to that."""
+def vector_tiles(total: int, lanes: int, *, whole: bool) -> list[tuple[int, int]]:
+    """(outer, width): exact widths up to MAX_PANEL_VECTORS vectors; with ``whole``,
+    only whole vectors where ``total`` allows, else from half a vector up."""
     widest = lanes * MAX_PANEL_VECTORS
-    widths = [d for d in divisors(total) if smallest <= d <= widest]
-    widths = widths or [d for d in divisors(total) if d <= widest]
+    fits = divisors(total)
+    if whole:
+        widths = [d for d in fits if d <= widest and d % lanes == 0]
+    else:
+        widths = [d for d in fits if lanes // 2 <= d <= widest]
+    widths = widths or [d for d in fits if d <= widest]
     return [(total // w, w) for w in widths]

@@ -56,7 +56,7 @@ def conv2d_nchw_x86(cfg: ConfigEntity, sch: Schedule) -> None:
         x,
         num_outputs=2,
         policy="candidate",
-        candidate=vector_tiles(extent(sch, x), lanes, lanes // 2),
+        candidate=vector_tiles(extent(sch, x), lanes, whole=False),
     )
     cfg.define_split("tile_rc", rc, num_outputs=2, policy="factors")
     cfg.define_reorder("order", 5, policy="candidate", candidate=CONV_ORDERS)
@@ -97,7 +97,7 @@ def depthwise_conv2d_nchw_x86(cfg: ConfigEntity, sch: Schedule) -> None:
         x,
         num_outputs=2,
         policy="candidate",
-        candidate=vector_tiles(extent(sch, x), lanes, lanes // 2),
+        candidate=vector_tiles(extent(sch, x), lanes, whole=False),
     )
     cfg.define_reorder("order", 5, policy="candidate", candidate=DEPTHWISE_ORDERS)
     cfg.define_knob("unroll_window", [False, True])

@@ -72,7 +72,7 @@ def gemm_template(cfg: ConfigEntity, sch: Schedule, block_name: str, *, batch: b
         j,
         num_outputs=2,
         policy="candidate",
-        candidate=vector_tiles(extents[1], lanes, lanes),
+        candidate=vector_tiles(extents[1], lanes, whole=True),
     )
     cfg.define_split("tile_k", k, num_outputs=2, policy="factors")
     cfg.define_reorder("order", 4, policy="candidate", candidate=ORDERS)

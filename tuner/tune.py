@@ -1,0 +1,295 @@
+"""The tuning loop of one task: the one place where a search, the workers and the
+database meet (the strategies only propose, the workers only measure).
+
+``tune(task, database=..., workers=...)`` runs, in order:
+
+1. the space of the task's template, and the workload committed to the database;
+2. resume: every stored record of the workload on the target is restored into the
+   strategy, so nothing is measured twice and stored trials count towards the budget;
+3. ask a batch, measure it, commit its records (one transaction), tell the strategy,
+   update the progress line; until the strategy says it is done or Ctrl-C;
+4. re-time the fastest stored schedules with more repeats: the GFLOP/s a run reports
+   comes from this re-timing, not from the luckiest measurement of the search.
+
+A KeyboardInterrupt stops the loop cleanly: every batch committed before it stays in
+the database, the batch in flight is dropped, and the result says it was interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from compiler.schedule import Trace
+from compiler.workload_key import workload_to_json
+from db import Database, TuningRecord
+from db.records import canonical_trace, trace_hash
+from tuner import search
+from tuner import space as spaces
+from tuner.progress import Progress
+from tuner.search import MeasureCandidate, MeasureResult, SearchStrategy
+from tuner.task import TuneTask
+from workers import Candidate, RunResult, Workers
+from workers.records import to_measurement
+
+RECORD_PAGE = 1000
+
+
+@dataclass(frozen=True, kw_only=True)
+class TuneOptions:
+    """``trials`` is the budget of the workload on the target, stored trials included
+    (so the same command resumes instead of starting over); ``tuner`` a search kind;
+    ``early_stopping`` ends the search after that many trials without a faster one;
+    ``retime_top`` stored schedules are re-timed ``retime_rounds`` times each."""
+
+    trials: int = 64
+    tuner: str = "xgb"
+    batch_size: int = 16
+    early_stopping: int | None = None
+    seed: int = 0
+    template: str | None = None
+    retime_top: int = 3
+    retime_rounds: int = 5
+
+
+@dataclass(frozen=True)
+class RankedSchedule:
+    """A stored schedule and its times: ``search_seconds`` as the search measured it,
+    ``seconds`` as re-timed (None when the re-timing failed or was interrupted)."""
+
+    trace: str
+    search_seconds: float
+    seconds: float | None
+    gflops: float | None
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """What a run did: ``measured`` trials this run (``errors`` of them failed),
+    ``restored`` trials found in the database, why it stopped, the best GFLOP/s so
+    far after each trial of this run (``curve``), and the best schedules re-timed,
+    fastest first (``best``)."""
+
+    task: TuneTask
+    template: str
+    space_size: int
+    measured: int
+    restored: int
+    errors: int
+    stop_reason: str
+    wall_seconds: float
+    curve: tuple[float, ...] = ()
+    best: tuple[RankedSchedule, ...] = field(default=())
+
+    @property
+    def interrupted(self) -> bool:
+        return self.stop_reason == "interrupted"
+
+    @property
+    def best_gflops(self) -> float | None:
+        """The re-timed GFLOP/s of the best schedule, None when nothing was re-timed."""
+        timed = [r.gflops for r in self.best if r.gflops is not None]
+        return max(timed) if timed else None
+
+    @property
+    def trials_per_second(self) -> float:
+        return self.measured / self.wall_seconds if self.wall_seconds > 0 else 0.0
+
+
+def tune(
+    task: TuneTask,
+    *,
+    database: Database,
+    workers: Workers,
+    options: TuneOptions | None = None,
+    progress: Progress | None = None,
+) -> TuneResult:
+    """Tune ``task`` with ``workers``, storing every measurement in ``database``."""
+    options = options or TuneOptions()
+    start = time.monotonic()
+    space = spaces.create("template", func=task.func, template=options.template, target=task.target)
+    database.commit_workload(task.func, name=_name(task), flop_count=task.flop_count)
+    stored = list(_stored_records(database, task))
+    loop = _Loop(task, database, workers, progress)
+    restored = _restored_count(space, stored)
+    remaining = options.trials - restored
+    reason = "budget"
+    if remaining > 0:
+        strategy = search.create(
+            options.tuner,
+            space=space,
+            max_trials=remaining,
+            batch_size=options.batch_size,
+            early_stopping=options.early_stopping,
+            seed=options.seed,
+        )
+        strategy.restore_traces((r.trace, r.mean_seconds) for r in stored)
+        loop.known = {r.trace_hash: r.mean_seconds for r in stored}
+        loop.best_seconds = min((r.mean_seconds for r in stored if r.mean_seconds), default=None)
+        reason = loop.run(strategy)
+    if progress is not None:
+        progress.finish()
+    best: tuple[RankedSchedule, ...] = ()
+    if reason != "interrupted":
+        best, reason = _retime(task, database, workers, options, reason)
+    return TuneResult(
+        task=task,
+        template=space.template.name,  # type: ignore[attr-defined]
+        space_size=space.size,
+        measured=loop.measured,
+        restored=restored,
+        errors=loop.errors,
+        stop_reason=reason,
+        wall_seconds=time.monotonic() - start,
+        curve=tuple(loop.curve),
+        best=best,
+    )
+
+
+class _Loop:
+    """The ask / measure / commit / tell loop and its counters."""
+
+    def __init__(
+        self, task: TuneTask, database: Database, workers: Workers, progress: Progress | None
+    ) -> None:
+        self.task = task
+        self.database = database
+        self.workers = workers
+        self.progress = progress
+        self.workload = workload_to_json(task.func)
+        self.known: dict[str, float | None] = {}
+        self.best_seconds: float | None = None
+        self.measured = 0
+        self.errors = 0
+        self.curve: list[float] = []
+
+    def run(self, strategy: SearchStrategy) -> str:
+        """Run until the strategy stops; returns why it stopped."""
+        try:
+            while (batch := strategy.generate_measure_candidates()) is not None:
+                results = self.measure(batch)
+                strategy.notify_runner_results(batch, results)
+        except KeyboardInterrupt:
+            return "interrupted"
+        if strategy.trials >= strategy.max_trials:
+            return "budget"
+        if strategy.visited_count >= strategy.space.size:
+            return "space exhausted"
+        return "early stopping"
+
+    def measure(self, batch: Sequence[MeasureCandidate]) -> list[MeasureResult]:
+        """Measure the batch's new traces, commit their records in one transaction, and
+        return one result per candidate (stored ones from the database)."""
+        texts = [c.trace.to_json_string() for c in batch]
+        digests = [trace_hash(canonical_trace(t)) for t in texts]
+        fresh = [k for k, digest in enumerate(digests) if digest not in self.known]
+        candidates = [
+            Candidate(self.workload, texts[k], self.task.target, self.task.spec) for k in fresh
+        ]
+        runs = self.workers.measure(candidates) if candidates else []
+        self.database.commit_records(to_measurement(run) for run in runs)
+        for k, run in zip(fresh, runs, strict=True):
+            self.known[digests[k]] = run.mean_seconds
+        self._count(runs)
+        return [MeasureResult(self.known[digest]) for digest in digests]
+
+    def _count(self, runs: Sequence[RunResult]) -> None:
+        for run in runs:
+            self.measured += 1
+            seconds = run.mean_seconds
+            if seconds is None:
+                self.errors += 1
+            elif self.best_seconds is None or seconds < self.best_seconds:
+                self.best_seconds = seconds
+            self.curve.append(self.best_gflops or 0.0)
+        if self.progress is not None:
+            self.progress.update(self.measured, self.best_gflops, self.errors)
+
+    @property
+    def best_gflops(self) -> float | None:
+        return None if self.best_seconds is None else self.task.gflops(self.best_seconds)
+
+
+def _retime(
+    task: TuneTask, database: Database, workers: Workers, options: TuneOptions, reason: str
+) -> tuple[tuple[RankedSchedule, ...], str]:
+    """The ``retime_top`` fastest stored schedules, each measured ``retime_rounds``
+    more times (built afresh each time), ranked by the median of those times."""
+    top = database.best(task.workload_key, task.target, k=max(1, options.retime_top))
+    if not top:
+        return (), reason
+    workload = workload_to_json(task.func)
+    rounds = max(1, options.retime_rounds)
+    candidates = [
+        Candidate(workload, record.trace, task.target, task.spec)
+        for record in top
+        for _ in range(rounds)
+    ]
+    try:
+        runs = workers.measure(candidates)
+    except KeyboardInterrupt:
+        runs, reason = [], "interrupted"
+    ranked = []
+    for k, record in enumerate(top):
+        times = [t for run in runs[k * rounds : (k + 1) * rounds] for t in run.run_times]
+        seconds = statistics.median(times) if times else None
+        gflops = None if seconds is None else task.gflops(seconds)
+        assert record.mean_seconds is not None
+        ranked.append(RankedSchedule(record.trace, record.mean_seconds, seconds, gflops))
+    ranked.sort(key=lambda r: (r.seconds is None, r.seconds or 0.0, r.search_seconds))
+    return tuple(ranked), reason
+
+
+def _stored_records(database: Database, task: TuneTask) -> Iterator[TuningRecord]:
+    before: int | None = None
+    while True:
+        page = database.records(
+            task.workload_key, task.target, limit=RECORD_PAGE, before_id=before
+        )
+        yield from page
+        if len(page) < RECORD_PAGE:
+            return
+        before = page[-1].id
+
+
+def _restored_count(space: spaces.Space, records: Sequence[TuningRecord]) -> int:
+    """How many distinct configs of ``space`` the records hold."""
+    indices = set()
+    for record in records:
+        config = search.trace_config(space, record.trace)
+        if config is not None:
+            indices.add(config.index)
+    return len(indices)
+
+
+def _name(task: TuneTask) -> str:
+    return json.loads(task.spec)["op"] if task.spec else "workload"
+
+
+def format_table(result: TuneResult) -> str:
+    """The best schedules as a table, fastest first, and a line about the run."""
+    lines = [
+        f"{'rank':>4}  {'GFLOP/s':>9}  {'ms':>9}  {'search GFLOP/s':>14}  trace hash",
+    ]
+    for rank, row in enumerate(result.best, 1):
+        gflops = "-" if row.gflops is None else f"{row.gflops:.2f}"
+        ms = "-" if row.seconds is None else f"{row.seconds * 1e3:.3f}"
+        found = result.task.gflops(row.search_seconds)
+        digest = trace_hash(canonical_trace(row.trace))[:12]
+        lines.append(f"{rank:>4}  {gflops:>9}  {ms:>9}  {found:>14.2f}  {digest}")
+    if not result.best:
+        lines.append("   (no successful schedule stored)")
+    lines.append(
+        f"{result.task!r} template {result.template} (space {result.space_size}): "
+        f"{result.measured} measured this run ({result.errors} errors), {result.restored} "
+        f"restored, stopped: {result.stop_reason}, {result.wall_seconds:.1f} s"
+    )
+    return "\n".join(lines)
+
+
+def best_trace_python(trace: str) -> list[str]:
+    """A stored trace as Python statements over a Schedule named ``sch``."""
+    return Trace.from_json(trace).as_python()
