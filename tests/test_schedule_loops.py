@@ -508,3 +508,19 @@ def test_annotate_rejects_a_bad_key() -> None:
     sch = Schedule(elementwise(3))
     block = sch.get_block("B")
     assert_rejected(sch, lambda: sch.annotate(block, "", 1), "non-empty string")
+
+
+def test_reorder_refuses_a_loop_that_fuses_spatial_and_reduce_iterations() -> None:
+    """Found by the property test: with the pieces of fuse(j, k) permuted, output
+    Y[j] is first visited at k != 0, and the init then wipes the partial sum."""
+    A = te.placeholder((1, 3), name="A")
+    B = te.placeholder((3, 2), name="B")
+    r = te.reduce_axis((0, 3), "k")
+    Y = te.compute((1, 2), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="Y")
+    sch = Schedule(te.create_prim_func([A, B, Y]))
+    i, j, k = sch.get_loops(sch.get_block("Y"))
+    outer, inner = sch.split(sch.fuse(j, k), [3, 2])
+    before = (sch.mod.script(), len(sch.trace))
+    with pytest.raises(ScheduleError, match="binds both spatial and reduce"):
+        sch.reorder(inner, outer)
+    assert (sch.mod.script(), len(sch.trace)) == before

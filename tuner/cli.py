@@ -1,5 +1,9 @@
-"""The ``tensortune`` command line. Today: the tuning database's maintenance.
+"""The ``tensortune`` command line: tune, look up the best schedules, keep the database.
 
+    tensortune tune matmul --shape M N K [--trials N] [--tuner xgb]   tune one workload
+    tensortune tune --spec '{"op": ..., "args": {...}}'  (or a spec JSON file)
+    tensortune best matmul --shape M N K [--target T]  the best trace as Python calls
+    tensortune records [matmul --shape M N K | KEY]     stored records, newest first, paged
     tensortune db upgrade [--url URL]          bring the schema to this version's
     tensortune db current [--url URL]          the schema revision
     tensortune db export [--best K] [-o FILE]  records as JSON lines
@@ -7,8 +11,9 @@
     tensortune db merge OTHER_URL              add another database's records
     tensortune db prune --keep K               keep the K best per workload and target
 
-``--url`` defaults to ``$TENSORTUNE_DB_URL``, else the embedded SQLite file. The
-environment is read here, once, and nowhere deeper.
+``--url`` (``--db``) defaults to ``$TENSORTUNE_DB_URL``, else the embedded SQLite
+file. The environment is read here, once, and nowhere deeper. Bad input (an unknown
+op, a bad shape, an unknown tuner) exits with code 2, as argparse does.
 """
 
 from __future__ import annotations
@@ -19,6 +24,9 @@ from collections.abc import Callable, Sequence
 
 from db import Database, DatabaseError, ImportSummary, default_url, migrate
 from db.engine import open_engine, shown
+from tuner import tune_commands
+from tuner.tune_commands import UsageError
+from workers import WorkersError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -26,7 +34,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     url = args.url or default_url()
     try:
         args.run(url, args)
-    except (DatabaseError, OSError) as err:
+    except UsageError as err:
+        print(f"tensortune {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except (DatabaseError, WorkersError, OSError) as err:
         print(f"tensortune: {err}", file=sys.stderr)
         return 1
     return 0
@@ -35,6 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tensortune", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
+    tune_commands.add_commands(commands)
     db = commands.add_parser("db", help="the tuning database")
     db_commands = db.add_subparsers(dest="db_command", required=True)
 

@@ -127,6 +127,7 @@ def tune(
             seed=options.seed,
         )
         strategy.restore_traces((r.trace, r.mean_seconds) for r in stored)
+        loop.restored = restored
         loop.known = {r.trace_hash: r.mean_seconds for r in stored}
         loop.best_seconds = min((r.mean_seconds for r in stored if r.mean_seconds), default=None)
         reason = loop.run(strategy)
@@ -161,6 +162,7 @@ class _Loop:
         self.progress = progress
         self.workload = workload_to_json(task.func)
         self.known: dict[str, float | None] = {}
+        self.restored = 0
         self.best_seconds: float | None = None
         self.measured = 0
         self.errors = 0
@@ -206,7 +208,7 @@ class _Loop:
                 self.best_seconds = seconds
             self.curve.append(self.best_gflops or 0.0)
         if self.progress is not None:
-            self.progress.update(self.measured, self.best_gflops, self.errors)
+            self.progress.update(self.restored + self.measured, self.best_gflops, self.errors)
 
     @property
     def best_gflops(self) -> float | None:
@@ -246,9 +248,7 @@ def _retime(
 def _stored_records(database: Database, task: TuneTask) -> Iterator[TuningRecord]:
     before: int | None = None
     while True:
-        page = database.records(
-            task.workload_key, task.target, limit=RECORD_PAGE, before_id=before
-        )
+        page = database.records(task.workload_key, task.target, limit=RECORD_PAGE, before_id=before)
         yield from page
         if len(page) < RECORD_PAGE:
             return
@@ -276,7 +276,7 @@ def format_table(result: TuneResult) -> str:
     ]
     for rank, row in enumerate(result.best, 1):
         gflops = "-" if row.gflops is None else f"{row.gflops:.2f}"
-        ms = "-" if row.seconds is None else f"{row.seconds * 1e3:.3f}"
+        ms = "-" if row.seconds is None else f"{row.seconds * 1e3:.4g}"
         found = result.task.gflops(row.search_seconds)
         digest = trace_hash(canonical_trace(row.trace))[:12]
         lines.append(f"{rank:>4}  {gflops:>9}  {ms:>9}  {found:>14.2f}  {digest}")

@@ -194,6 +194,8 @@ def reorder(func: PrimFunc, loops: list[For]) -> PrimFunc:
     if not loops:
         raise ScheduleError("reorder needs at least one loop")
     _check_distinct("reorder", loops)
+    for loop in loops:
+        _check_single_iter_kind(loop)
     chain = _chain_through(loops)
     positions = sorted(chain.index(loop) for loop in loops)
     new_chain = list(chain)
@@ -211,6 +213,31 @@ def reorder(func: PrimFunc, loops: list[For]) -> PrimFunc:
     for loop in reversed(new_chain):
         stmt = dataclasses.replace(loop, body=stmt)
     return replace_node(func, chain[0], stmt)
+
+
+def _check_single_iter_kind(loop: For) -> None:
+    """Refuse a loop that binds spatial and reduce variables of one block (a fuse of
+    a spatial and a reduction loop). Permuting the pieces of such a loop can visit
+    an output element first at a reduction step other than the first, where the
+    block's init would then wipe the partial sum."""
+
+    def check(n: Node) -> bool | None:
+        if not isinstance(n, BlockRealize):
+            return None
+        kinds = {
+            iv.kind
+            for iv, value in zip(n.block.iter_vars, n.iter_values, strict=True)
+            if uses_var(value, loop.loop_var)
+        }
+        if len(kinds) > 1:
+            raise ScheduleError(
+                f"cannot reorder loop {loop.loop_var.name!r}: it binds both spatial and "
+                f"reduce variables of block {n.block.name!r} (it fuses a spatial and a "
+                "reduction loop); reorder the loops before fusing them"
+            )
+        return None
+
+    visit(loop.body, check)
 
 
 def _chain_through(loops: list[For]) -> list[For]:

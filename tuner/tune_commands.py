@@ -1,0 +1,236 @@
+"""The ``tensortune tune``, ``best`` and ``records`` commands (see ``tuner.cli``).
+
+A workload is named on the command line as an op with ``--shape`` (matmul's M N K,
+batch_matmul's B M N K, dense's batch, in and out features), as ``--spec`` (a spec's
+JSON text or a file holding it), as a spec JSON file in place of the op, or, for
+``best`` and ``records``, as a stored workload key. Input that names no workload
+raises UsageError, which the command line turns into exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+from typing import Any
+
+import workers
+from compiler.codegen.target import TargetError
+from compiler.workload import WorkloadError, known_ops, normalize_spec
+from db import Database, RecordError
+from tuner import search, space
+from tuner.progress import Progress
+from tuner.space import SpaceError
+from tuner.task import TuneTask
+from tuner.tune import TuneOptions, format_table, tune
+
+# The spec arguments ``--shape`` fills, by op.
+SHAPE_ARGS: dict[str, tuple[str, ...]] = {
+    "matmul": ("m", "n", "k"),
+    "batch_matmul": ("batch", "m", "n", "k"),
+    "dense": ("batch", "in_features", "out_features"),
+}
+KEY_PATTERN = re.compile(r"^[0-9a-f]{64}$")
+
+
+class UsageError(ValueError):
+    """The command line does not name a valid workload, target or option."""
+
+
+def add_commands(commands: Any) -> None:
+    """Add ``tune``, ``best`` and ``records`` to the ``tensortune`` subcommands."""
+    tune_parser = commands.add_parser("tune", help="tune one workload on this machine")
+    _workload_arguments(tune_parser)
+    tune_parser.add_argument("--trials", type=int, default=64, help="trial budget (default 64)")
+    tune_parser.add_argument(
+        "--tuner", choices=sorted(search.KINDS), default="xgb", help="search (default: xgb)"
+    )
+    tune_parser.add_argument("--batch-size", type=int, default=16, help="trials per batch")
+    tune_parser.add_argument("--early-stopping", type=int, help="stop after N trials no faster")
+    tune_parser.add_argument("--seed", type=int, default=0, help="seed of every choice")
+    tune_parser.add_argument("--template", help="template name (default: the one that fits)")
+    tune_parser.add_argument("--workers", choices=workers.KINDS, default="local")
+    tune_parser.add_argument("--ray-address", help="a Ray cluster to use (implies --workers ray)")
+    tune_parser.set_defaults(run=run_tune)
+
+    best = commands.add_parser("best", help="the best stored schedule of a workload")
+    _workload_arguments(best, key=True)
+    best.add_argument("--json", action="store_true", help="print the trace JSON instead")
+    best.set_defaults(run=run_best)
+
+    records = commands.add_parser("records", help="stored records, newest first")
+    _workload_arguments(records, key=True, required=False)
+    records.add_argument("--limit", type=int, default=20, help="records per page (default 20)")
+    records.add_argument("--before", type=int, help="page on: records older than this id")
+    records.set_defaults(run=run_records)
+
+
+def _workload_arguments(
+    parser: argparse.ArgumentParser, *, key: bool = False, required: bool = True
+) -> None:
+    what = "an op, a spec JSON file" + (" or a workload key" if key else "")
+    parser.add_argument("workload", nargs="?", help=what)
+    parser.add_argument("--shape", type=int, nargs="+", help="matmul: M N K; see --help")
+    parser.add_argument("--spec", help="a workload spec as JSON text or a JSON file")
+    parser.add_argument("--target", default="llvm", help="compile target (default: llvm)")
+    parser.add_argument("--url", "--db", dest="url", help="database URL (default: SQLite)")
+    parser.set_defaults(workload_required=required)
+
+
+# ---- commands ------------------------------------------------------------------------
+
+
+def run_tune(url: str, args: argparse.Namespace) -> None:
+    task = _task(args)
+    options = _tune_options(args)
+    _check_space(task, options)
+    kind = "ray" if args.ray_address else args.workers
+    backend_options = {"address": args.ray_address} if kind == "ray" else {}
+    with Database(url) as database, workers.create(kind, **backend_options) as backend:
+        progress = Progress(options.trials, label=repr(task))
+        result = tune(task, database=database, workers=backend, options=options, progress=progress)
+    print(format_table(result))
+    if result.interrupted:
+        print("interrupted: the records measured so far are stored; run again to resume")
+
+
+def run_best(url: str, args: argparse.Namespace) -> None:
+    key, target = _key_and_target(args)
+    with Database(url) as database:
+        top = database.best(key, target)
+        flops = _flop_count(database, key)
+    if not top:
+        raise RecordError(
+            f"no successful record of workload {key[:12]} on {target!r}; tune it first "
+            "(tensortune tune ...)"
+        )
+    record = top[0]
+    if args.json:
+        print(record.trace)
+        return
+    print("\n".join(record.to_trace().as_python()))
+    assert record.mean_seconds is not None
+    rate = "" if flops is None else f", {flops / record.mean_seconds / 1e9:.2f} GFLOP/s"
+    print(
+        f"# {key[:12]} on {target}: {record.mean_seconds * 1e3:.4g} ms{rate} (record {record.id})"
+    )
+
+
+def run_records(url: str, args: argparse.Namespace) -> None:
+    key, target = (None, None)
+    if args.workload or args.spec:
+        key, target = _key_and_target(args)
+    if not 1 <= args.limit <= 10_000:
+        raise UsageError(f"--limit must be from 1 to 10000, got {args.limit}")
+    with Database(url) as database:
+        page = database.records(key, target, limit=args.limit, before_id=args.before)
+    print(f"{'id':>7}  {'workload':12}  {'status':12}  {'ms':>10}  target")
+    for record in page:
+        ms = "-" if record.mean_seconds is None else f"{record.mean_seconds * 1e3:.4g}"
+        status = record.status.value
+        print(f"{record.id:>7}  {record.workload_key[:12]}  {status:12}  {ms:>10}  {record.target}")
+    if len(page) == args.limit:
+        print(f"more: --before {page[-1].id}")
+
+
+# ---- reading the command line ----------------------------------------------------------
+
+
+def _task(args: argparse.Namespace) -> TuneTask:
+    spec = _spec(args)
+    try:
+        return TuneTask.from_spec(spec, args.target)
+    except (WorkloadError, TargetError) as err:
+        raise UsageError(str(err)) from err
+
+
+def _tune_options(args: argparse.Namespace) -> TuneOptions:
+    for name in ("trials", "batch_size", "early_stopping"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+    return TuneOptions(
+        trials=args.trials,
+        tuner=args.tuner,
+        batch_size=args.batch_size,
+        early_stopping=args.early_stopping,
+        seed=args.seed,
+        template=args.template,
+    )
+
+
+def _check_space(task: TuneTask, options: TuneOptions) -> None:
+    """Fail as bad input before any worker starts when no template fits."""
+    try:
+        space.create("template", func=task.func, template=options.template, target=task.target)
+    except SpaceError as err:
+        raise UsageError(str(err)) from err
+
+
+def _spec(args: argparse.Namespace) -> dict[str, Any]:
+    if args.spec is not None:
+        if args.workload is not None or args.shape is not None:
+            raise UsageError("give either --spec or an op with --shape, not both")
+        return _checked(_load_json(args.spec))
+    workload = args.workload
+    if workload is None:
+        raise UsageError("name a workload: an op with --shape (matmul --shape M N K) or --spec")
+    if workload.endswith(".json") or os.path.isfile(workload):
+        if args.shape is not None:
+            raise UsageError("--shape goes with an op name, not with a spec file")
+        return _checked(_load_json(workload))
+    names = SHAPE_ARGS.get(workload)
+    if names is None:
+        if workload not in known_ops():
+            raise UsageError(f"unknown op {workload!r}; the ops are {', '.join(known_ops())}")
+        raise UsageError(
+            f"--shape does not apply to {workload!r} (it does to {', '.join(SHAPE_ARGS)}); "
+            'give the whole spec: --spec \'{"op": "%s", "args": {...}}\'' % workload
+        )
+    if args.shape is None or len(args.shape) != len(names):
+        raise UsageError(
+            f"{workload} needs --shape {' '.join(n.upper() for n in names)} "
+            f"({len(names)} positive integers), got {args.shape}"
+        )
+    return _checked({"op": workload, "args": dict(zip(names, args.shape, strict=True))})
+
+
+def _checked(spec: Any) -> dict[str, Any]:
+    try:
+        return normalize_spec(spec)
+    except WorkloadError as err:
+        raise UsageError(str(err)) from err
+
+
+def _load_json(text_or_path: str) -> Any:
+    text = text_or_path
+    if not text_or_path.lstrip().startswith("{"):
+        try:
+            with open(text_or_path) as file:
+                text = file.read()
+        except OSError as err:
+            raise UsageError(f"cannot read the spec file {text_or_path!r}: {err}") from err
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UsageError(f"the spec {text_or_path!r} is not valid JSON: {err}") from err
+
+
+def _key_and_target(args: argparse.Namespace) -> tuple[str, str]:
+    if args.workload and KEY_PATTERN.match(args.workload) and args.spec is None:
+        from compiler.database_lookup import canonical_target
+
+        try:
+            return args.workload, canonical_target(args.target)
+        except TargetError as err:
+            raise UsageError(str(err)) from err
+    task = _task(args)
+    return task.workload_key, task.target
+
+
+def _flop_count(database: Database, key: str) -> int | None:
+    try:
+        return database.workload(key).flop_count
+    except RecordError:
+        return None
