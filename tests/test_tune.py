@@ -1,0 +1,145 @@
+"""The tuning loop end to end: real local workers, a temporary SQLite database, a small
+matmul. Resume measures nothing twice; Ctrl-C leaves every committed batch stored."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+import workers
+from db import Database
+from tuner.progress import Progress
+from tuner.task import TuneTask
+from tuner.tune import TuneOptions, TuneResult, format_table, tune
+from workers import MeasureConfig, Workers
+
+SPEC = {"op": "matmul", "args": {"m": 40, "n": 56, "k": 24}}
+QUICK = MeasureConfig(repeat=2, min_repeat_ms=0.5, warmup=0)
+
+
+@pytest.fixture(scope="module")
+def backend() -> Iterator[Workers]:
+    with workers.create("local", config=QUICK) as local:
+        yield local
+
+
+@pytest.fixture
+def database(tmp_path) -> Iterator[Database]:
+    with Database(f"sqlite:///{tmp_path / 'tune.db'}") as db:
+        yield db
+
+
+@pytest.fixture(scope="module")
+def task() -> TuneTask:
+    return TuneTask.from_spec(SPEC)
+
+
+def _options(trials: int, tuner: str = "xgb") -> TuneOptions:
+    return TuneOptions(trials=trials, tuner=tuner, batch_size=8, seed=3, retime_rounds=2)
+
+
+def _check_no_repeats(database: Database, task: TuneTask) -> int:
+    count = database.count(task.workload_key, task.target)
+    assert len(database.measured_hashes(task.workload_key, task.target)) == count
+    return count
+
+
+def test_tune_stores_records_and_retimes_the_best(task, database, backend):
+    result = tune(task, database=database, workers=backend, options=_options(16))
+    assert (result.measured, result.restored, result.stop_reason) == (16, 0, "budget")
+    assert _check_no_repeats(database, task) == 16
+    assert len(result.curve) == 16
+    assert all(a <= b for a, b in zip(result.curve, result.curve[1:], strict=False))
+    assert 1 <= len(result.best) <= 3
+    stored = {r.trace for r in database.records(task.workload_key, task.target)}
+    assert all(row.trace in stored for row in result.best)
+    assert result.best_gflops is not None and result.best_gflops > 0
+    assert result.best[0].gflops == result.best_gflops
+    table = format_table(result)
+    assert "16 measured this run" in table and "matmul.x86" in table
+
+
+def test_the_same_command_resumes_without_measuring_twice(task, database, backend):
+    first = tune(task, database=database, workers=backend, options=_options(16, "random"))
+    again = tune(task, database=database, workers=backend, options=_options(16, "random"))
+    assert (again.measured, again.restored) == (0, first.measured)
+    assert _check_no_repeats(database, task) == 16
+    more = tune(task, database=database, workers=backend, options=_options(24))
+    assert (more.measured, more.restored) == (8, 16)
+    assert _check_no_repeats(database, task) == 24
+
+
+class _InterruptAt(Progress):
+    """Raises KeyboardInterrupt the way Ctrl-C does, at the ``after``-th update:
+    synchronously, or from a timer while the next batch is being measured."""
+
+    def __init__(self, total: int, *, after: int, from_timer: bool) -> None:
+        super().__init__(total, stream=io.StringIO(), tty=False)
+        self.after = after
+        self.from_timer = from_timer
+        self.updates = 0
+
+    def update(self, done: int, best_gflops: float | None, errors: int) -> None:
+        super().update(done, best_gflops, errors)
+        self.updates += 1
+        if self.updates != self.after:
+            return
+        if not self.from_timer:
+            raise KeyboardInterrupt
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+
+
+def test_ctrl_c_between_batches_keeps_the_committed_ones(task, database, backend):
+    progress = _InterruptAt(64, after=2, from_timer=False)
+    result = tune(task, database=database, workers=backend, options=_options(64), progress=progress)
+    assert result.interrupted and result.best == ()
+    assert result.measured == 16
+    assert _check_no_repeats(database, task) == 16
+
+
+def test_ctrl_c_during_a_batch_drops_only_that_batch(task, database, backend):
+    progress = _InterruptAt(64, after=1, from_timer=True)
+    result = tune(task, database=database, workers=backend, options=_options(64), progress=progress)
+    assert result.interrupted
+    assert result.measured % 8 == 0 and 8 <= result.measured < 64
+    assert _check_no_repeats(database, task) == result.measured
+    resumed = tune(task, database=database, workers=backend, options=_options(result.measured + 8))
+    assert (resumed.restored, resumed.measured) == (result.measured, 8)
+    assert _check_no_repeats(database, task) == result.measured + 8
+
+
+def test_the_seed_makes_the_choices_reproducible(task, tmp_path, backend):
+    traces = []
+    for run in range(2):
+        with Database(f"sqlite:///{tmp_path / f'seed{run}.db'}") as db:
+            tune(task, database=db, workers=backend, options=_options(8, "random"))
+            traces.append(sorted(db.measured_hashes(task.workload_key, task.target)))
+    assert traces[0] == traces[1]
+
+
+def test_progress_line_on_a_terminal_and_in_a_log():
+    log = io.StringIO()
+    progress = Progress(10, stream=log, tty=False)
+    progress.update(4, 12.5, 1)
+    progress.update(10, 20.0, 1)
+    progress.finish()
+    lines = log.getvalue().splitlines()
+    assert len(lines) == 2 and "4/10 trials" in lines[0] and "12.50 GFLOP/s" in lines[0]
+    assert "1 errors" in lines[1] and "0s left" in lines[1]
+    terminal = io.StringIO()
+    live = Progress(10, stream=terminal, tty=True)
+    live.update(1, None, 0)
+    live.finish()
+    assert terminal.getvalue().startswith("\r") and terminal.getvalue().endswith("\n")
+    assert "best - GFLOP/s" in terminal.getvalue()
+
+
+def test_a_result_reports_no_gflops_without_a_retiming(task):
+    result = TuneResult(task, "matmul.x86", 1, 0, 0, 0, "interrupted", 1.0)
+    assert result.best_gflops is None and result.trials_per_second == 0.0
+    assert "no successful schedule" in format_table(result)
