@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ir_interpreter import run_func
+from workloads import matmul, mm_relu
 
 import compiler
 from compiler import te
@@ -19,23 +20,6 @@ from compiler.schedule.errors import ScheduleError
 from compiler.schedule.primitives.common import block_names
 from compiler.schedule.schedule import Schedule
 from compiler.schedule.trace import Trace
-
-
-def matmul(m: int, n: int, k: int) -> PrimFunc:
-    a = te.placeholder((m, k), name="A")
-    b = te.placeholder((k, n), name="B")
-    r = te.reduce_axis((0, k), name="k")
-    c = te.compute((m, n), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="C")
-    return te.create_prim_func([a, b, c])
-
-
-def mm_relu(m: int, n: int, k: int) -> PrimFunc:
-    a = te.placeholder((m, k), name="A")
-    b = te.placeholder((k, n), name="B")
-    r = te.reduce_axis((0, k), name="k")
-    y = te.compute((m, n), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="Y")
-    c = te.compute((m, n), lambda i, j: te.max(y[i, j], 0.0), name="C")
-    return te.create_prim_func([a, b, c])
 
 
 def row_max_sum(m: int, n: int) -> PrimFunc:

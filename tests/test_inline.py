@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ir_interpreter import run_func
+from workloads import mm_relu, softmax, softmax_ref
 
 import compiler
 from compiler import te
@@ -51,15 +52,6 @@ def chain_ref(a: np.ndarray) -> np.ndarray:
     return b * b - a
 
 
-def mm_relu(m: int, n: int, k: int) -> PrimFunc:
-    a = te.placeholder((m, k), name="A")
-    b = te.placeholder((k, n), name="B")
-    r = te.reduce_axis((0, k), name="k")
-    y = te.compute((m, n), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="Y")
-    c = te.compute((m, n), lambda i, j: te.max(y[i, j], 0.0), name="C")
-    return te.create_prim_func([a, b, c])
-
-
 def scaled_matmul(m: int, n: int, k: int) -> PrimFunc:
     """A2 = A * 2; C = A2 @ B."""
     a = te.placeholder((m, k), name="A")
@@ -68,22 +60,6 @@ def scaled_matmul(m: int, n: int, k: int) -> PrimFunc:
     r = te.reduce_axis((0, k), name="k")
     c = te.compute((m, n), lambda i, j: te.sum(a2[i, r] * b[r, j], axis=r), name="C")
     return te.create_prim_func([a, b, c])
-
-
-def softmax(m: int, n: int) -> PrimFunc:
-    a = te.placeholder((m, n), name="A")
-    j = te.reduce_axis((0, n), name="j")
-    mx = te.compute((m,), lambda i: te.max(a[i, j], axis=j), name="M")
-    e = te.compute((m, n), lambda i, jj: te.exp(a[i, jj] - mx[i]), name="E")
-    j2 = te.reduce_axis((0, n), name="j2")
-    s = te.compute((m,), lambda i: te.sum(e[i, j2], axis=j2), name="S")
-    o = te.compute((m, n), lambda i, jj: e[i, jj] / s[i], name="O")
-    return te.create_prim_func([a, o])
-
-
-def softmax_ref(a: np.ndarray) -> np.ndarray:
-    e = np.exp(a - a.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
 
 
 def transpose_chain(m: int, n: int) -> PrimFunc:
