@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from importlib import metadata
 from typing import IO, Any
 
-from sqlalchemy import Connection, String, func, literal, select
+from sqlalchemy import Connection, String, func, literal, select, update
 from sqlalchemy.exc import DBAPIError
 
 from compiler.ir.function import PrimFunc
@@ -226,14 +226,30 @@ class Database:
         return rows, targets
 
     def best(self, workload_key: str, target: str, k: int = 1) -> list[TuningRecord]:
-        """The ``k`` fastest successful records of the current trace format for this
-        workload on this target, fastest first (ties: the older first)."""
-        if type(k) is not int or k < 1:
-            raise RecordError(f"k: must be a positive integer, got {k!r}")
+        """The ``k`` best successful records of the current trace format for this
+        workload on this target: the re-timed ones first, fastest re-timing first,
+        then the others by their search mean (ties: the older first). A tuning run
+        re-times its fastest schedules, so its lucky measurements rank behind them."""
+        _check_k(k)
+        retimed = self._ranked(workload_key, target, k, retimed=True)
+        if len(retimed) == k:
+            return retimed
+        return retimed + self._ranked(workload_key, target, k - len(retimed), retimed=False)
+
+    def best_measured(self, workload_key: str, target: str, k: int = 1) -> list[TuningRecord]:
+        """The ``k`` fastest successful current-format records by their search mean,
+        re-timed or not: the candidates a tuning run re-times."""
+        _check_k(k)
+        return self._ranked(workload_key, target, k, retimed=None)
+
+    def _ranked(
+        self, workload_key: str, target: str, k: int, *, retimed: bool | None
+    ) -> list[TuningRecord]:
+        """One indexed scan: the re-timed records by re-timing (``retimed=True``), the
+        others by search mean (False), or all by search mean (None)."""
         target = target_key(target, "target")
         workload_id = select(WorkloadRow.id).where(WorkloadRow.key == workload_key)
         target_id = select(TargetRow.id).where(TargetRow.target == target)
-        # One table, so the index hands rows over in answer order and the scan stops at k.
         stmt = (
             select(
                 RecordRow.__table__,
@@ -244,18 +260,55 @@ class Database:
             .where(RecordRow.target_id == target_id.scalar_subquery())
             .where(RecordRow.status == RecordStatus.OK.value)
             .where(RecordRow.trace_version == TRACE_FORMAT_VERSION)
-            .order_by(RecordRow.mean_seconds, RecordRow.id)
             .limit(k)
         )
+        if retimed:
+            stmt = stmt.where(RecordRow.retimed_seconds.is_not(None)).order_by(
+                RecordRow.retimed_seconds, RecordRow.id
+            )
+        else:
+            if retimed is False:
+                stmt = stmt.where(RecordRow.retimed_seconds.is_(None))
+            stmt = stmt.order_by(RecordRow.mean_seconds, RecordRow.id)
         with self._engine.connect() as connection:
             return [to_record(row) for row in connection.execute(stmt)]
+
+    def commit_retiming(self, record_id: int, run_times: Sequence[float]) -> TuningRecord:
+        """Give a successful record its careful re-timing (``run_times`` in seconds; the
+        median ranks it in ``best``), replacing an earlier one; returns the record.
+        Raises RecordError for an unknown or failed record or bad times, changing
+        nothing. This is the one change a stored record ever gets."""
+        if type(record_id) is not int:
+            raise RecordError(f"record_id: must be an integer, got {record_id!r}")
+        _, times = check_outcome(RecordStatus.OK, run_times, None, f"record {record_id}")
+        with self._writer.begin() as connection:
+            row = connection.execute(
+                select(RecordRow.status).where(RecordRow.id == record_id)
+            ).first()
+            if row is None:
+                raise RecordError(f"no record with id {record_id!r}")
+            if row.status != RecordStatus.OK.value:
+                raise RecordError(
+                    f"record {record_id} is a failure ({row.status}); only a success is re-timed"
+                )
+            connection.execute(
+                update(RecordRow)
+                .where(RecordRow.id == record_id)
+                .values(
+                    retime_times=list(times),
+                    retimed_seconds=statistics.median(times),
+                    retimed_at=now(),
+                )
+            )
+            stored = connection.execute(record_select().where(RecordRow.id == record_id)).one()
+        return to_record(stored)
 
     def best_trace(self, workload_key: str, target: str) -> str | None:
         """The best trace's JSON, for ``compiler.build(..., database=db)``. Logs a
         warning when faster records exist that were written in an older trace format:
         they are stale and are not applied."""
         best = self.best(workload_key, target)
-        self._warn_stale(workload_key, target, best[0].mean_seconds if best else None)
+        self._warn_stale(workload_key, target, best[0].seconds if best else None)
         return best[0].trace if best else None
 
     def _warn_stale(self, workload_key: str, target: str, best_seconds: float | None) -> None:
@@ -396,6 +449,11 @@ class Database:
         best_seconds: float | None = None,
     ) -> JobTask:
         return jobs.update_task(self._writer, task_id, status, trials_done, best_seconds)
+
+
+def _check_k(k: Any) -> None:
+    if type(k) is not int or k < 1:
+        raise RecordError(f"k: must be a positive integer, got {k!r}")
 
 
 def _as_func(workload: Any) -> tuple[PrimFunc, str]:

@@ -5,7 +5,9 @@ The schema is created and changed only by the Alembic migrations in
 ``db/migrations``; a test checks that the migrations and these models agree.
 Timestamps are stored in UTC. Run times are a JSON list; ``mean_seconds`` is set
 only for successful records (a CHECK constraint says so), which is what keeps a
-failure from ever looking like a slow success.
+failure from ever looking like a slow success. ``retime_times`` and
+``retimed_seconds`` (their median) are the careful re-timing a tuning run gives its
+fastest schedules; ``Database.commit_retiming`` sets them on successful records only.
 """
 
 from __future__ import annotations
@@ -122,6 +124,15 @@ class RecordRow(Base):
             "mean_seconds",
             "id",
         ),
+        # best(): the re-timed ones first, fastest re-timing first
+        Index(
+            "ix_records_retimed",
+            "workload_id",
+            "target_id",
+            "trace_version",
+            "retimed_seconds",
+            "id",
+        ),
         # is_measured(): has this schedule been measured here already
         Index("ix_records_trace", "workload_id", "target_id", "trace_hash"),
     )
@@ -142,3 +153,6 @@ class RecordRow(Base):
         ForeignKey("jobs.id", ondelete="SET NULL"), index=True
     )
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    retime_times: Mapped[list[float] | None] = mapped_column(JSON)
+    retimed_seconds: Mapped[float | None] = mapped_column(Float)
+    retimed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

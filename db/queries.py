@@ -11,7 +11,7 @@ from collections.abc import Collection, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, Select, insert, select
+from sqlalchemy import Connection, Row, Select, func, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from compiler.codegen.target import TargetError
@@ -112,6 +112,19 @@ def to_record(r: Row) -> TuningRecord:
         created_at=as_utc(r.created_at),
         trace_version=r.trace_version,
         tensortune_version=r.tensortune_version,
+        retime_times=tuple(r.retime_times or ()),
+        retimed_seconds=r.retimed_seconds,
+        retimed_at=_optional_utc(r.retimed_at),
+    )
+
+
+def best_order() -> tuple[Any, ...]:
+    """The order of ``Database.best``: re-timed records first, by their re-timing,
+    then the others by their search mean; ties go to the older record."""
+    return (
+        RecordRow.retimed_seconds.is_(None),
+        func.coalesce(RecordRow.retimed_seconds, RecordRow.mean_seconds),
+        RecordRow.id,
     )
 
 

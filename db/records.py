@@ -122,7 +122,9 @@ class Measurement:
 class TuningRecord:
     """A stored measurement. ``trace_version`` and ``tensortune_version`` say what wrote
     it; a record whose trace format is not the current one is ``stale``: it is never
-    replayed as if it were current, only reported."""
+    replayed as if it were current, only reported. A successful record the tuner
+    re-timed carries that careful timing: ``retime_times`` and their median
+    ``retimed_seconds``."""
 
     id: int
     workload_key: str
@@ -138,6 +140,14 @@ class TuningRecord:
     created_at: datetime
     trace_version: int
     tensortune_version: str
+    retime_times: tuple[float, ...] = ()
+    retimed_seconds: float | None = None
+    retimed_at: datetime | None = None
+
+    @property
+    def seconds(self) -> float | None:
+        """The most careful time there is: the re-timing's, else the search's mean."""
+        return self.retimed_seconds if self.retimed_seconds is not None else self.mean_seconds
 
     @property
     def stale(self) -> bool:

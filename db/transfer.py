@@ -6,6 +6,8 @@ The stream is a header line, then one line per workload, then one per record:
     {"kind": "workload", "key": "...", "name": "...", "flop_count": 123, "json": "..."}
     {"kind": "record", "workload": "<key>", "target": "llvm -mcpu=znver3", ...}
 
+Version 2 added a record's re-timing (``retime_times``, ``retimed_at``, both null
+when it has none); a version 1 stream still imports, its records not re-timed.
 A record keeps the trace format and tensortune versions it was written with, so an
 old record moved into a new database is still recognised as stale. Importing checks
 every line as a commit does (a current-format trace must replay on its workload, a
@@ -33,6 +35,7 @@ from db.models import RecordRow, TargetRow, WorkloadRow
 from db.queries import (
     RECORDS,
     as_utc,
+    best_order,
     ensure_targets,
     insert_ignoring_duplicates,
     insert_records,
@@ -44,9 +47,10 @@ from db.records import RecordStatus, trace_hash
 from db.validate import TraceChecker, check_outcome, check_text
 
 FORMAT = "tensortune.records"
-VERSION = 1
+VERSION = 2
 HEADER = {"format": FORMAT, "version": VERSION}
-RECORD_FIELDS = (
+READABLE_VERSIONS = (1, 2)
+RECORD_FIELDS_V1 = (
     "kind",
     "workload",
     "target",
@@ -61,6 +65,8 @@ RECORD_FIELDS = (
     "worker_host",
     "created_at",
 )
+RETIME_FIELDS = ("retime_times", "retimed_at")
+RECORD_FIELDS = RECORD_FIELDS_V1 + RETIME_FIELDS
 WORKLOAD_FIELDS = ("kind", "key", "name", "flop_count", "json")
 
 
@@ -126,16 +132,19 @@ def _record_line(row: Any) -> dict[str, Any]:
         "error": row.error,
         "worker_host": row.worker_host,
         "created_at": as_utc(row.created_at).isoformat(),
+        "retime_times": row.retime_times,
+        "retimed_at": None if row.retimed_at is None else as_utc(row.retimed_at).isoformat(),
     }
 
 
 def _best_ids(k: int) -> Any:
-    """The ids of the ``k`` fastest current-format successes per workload and target."""
+    """The ids of the ``k`` best current-format successes per workload and target, in
+    the order of ``Database.best``."""
     rank = (
         func.row_number()
         .over(
             partition_by=(RecordRow.workload_id, RecordRow.target_id),
-            order_by=(RecordRow.mean_seconds, RecordRow.id),
+            order_by=best_order(),
         )
         .label("rank")
     )
@@ -218,7 +227,7 @@ def write_import(connection: Connection, plan: ImportPlan) -> ImportSummary:
 
 def _parse_lines(lines: Iterable[str]) -> list[tuple[int, dict[str, Any]]]:
     documents = []
-    header_seen = False
+    version = None
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -226,27 +235,42 @@ def _parse_lines(lines: Iterable[str]) -> list[tuple[int, dict[str, Any]]]:
             doc = json.loads(line)
         except json.JSONDecodeError as err:
             raise RecordError(f"line {number}: not JSON: {err}") from None
-        if not header_seen:
-            if doc != HEADER:
-                raise RecordError(
-                    f"line {number}: expected the header {json.dumps(HEADER)}, got {line[:80]!r}"
-                )
-            header_seen = True
+        if version is None:
+            version = _header_version(doc, number, line)
             continue
-        documents.append((number, _checked_kind(doc, f"line {number}")))
-    if not header_seen:
+        documents.append((number, _checked_kind(doc, version, f"line {number}")))
+    if version is None:
         raise RecordError(f"the stream is empty; it starts with {json.dumps(HEADER)}")
     return documents
 
 
-def _checked_kind(doc: Any, where: str) -> dict[str, Any]:
+def _header_version(doc: Any, number: int, line: str) -> int:
+    if (
+        not isinstance(doc, dict)
+        or set(doc) != set(HEADER)
+        or doc["format"] != FORMAT
+        or doc["version"] not in READABLE_VERSIONS
+    ):
+        raise RecordError(
+            f"line {number}: expected the header {json.dumps(HEADER)} (versions "
+            f"{', '.join(map(str, READABLE_VERSIONS))} are read), got {line[:80]!r}"
+        )
+    return doc["version"]
+
+
+def _checked_kind(doc: Any, version: int, where: str) -> dict[str, Any]:
     if not isinstance(doc, dict) or doc.get("kind") not in ("workload", "record"):
         raise RecordError(f"{where}: expected an object with kind 'workload' or 'record'")
-    expected = WORKLOAD_FIELDS if doc["kind"] == "workload" else RECORD_FIELDS
+    if doc["kind"] == "workload":
+        expected = WORKLOAD_FIELDS
+    else:
+        expected = RECORD_FIELDS if version >= 2 else RECORD_FIELDS_V1
     if set(doc) != set(expected):
         missing = sorted(set(expected) - set(doc))
         extra = sorted(set(doc) - set(expected))
         raise RecordError(f"{where}: fields missing {missing}, unexpected {extra}")
+    if doc["kind"] == "record" and version < 2:
+        doc = {**doc, "retime_times": None, "retimed_at": None}
     return doc
 
 
@@ -295,8 +319,25 @@ def _checked_record(doc: dict[str, Any], where: str) -> tuple[dict[str, Any], st
         "worker_host": check_text(doc["worker_host"], f"{where}.worker_host", 200),
         "job_id": None,
         "created_at": _timestamp(doc["created_at"], f"{where}.created_at"),
+        **_checked_retiming(doc, status, where),
     }
     return row, key, target
+
+
+def _checked_retiming(doc: dict[str, Any], status: RecordStatus, where: str) -> dict[str, Any]:
+    """The re-timing columns of a record line: all null, or the times of a success and
+    when they were taken."""
+    times, stamp = doc["retime_times"], doc["retimed_at"]
+    if times is None and stamp is None:
+        return {"retime_times": None, "retimed_seconds": None, "retimed_at": None}
+    if times is None or stamp is None or status is not RecordStatus.OK:
+        raise RecordError(f"{where}: retime_times and retimed_at go together, on an ok record only")
+    _, checked = check_outcome(RecordStatus.OK, times, None, f"{where}.retime_times")
+    return {
+        "retime_times": list(checked),
+        "retimed_seconds": statistics.median(checked),
+        "retimed_at": _timestamp(stamp, f"{where}.retimed_at"),
+    }
 
 
 def _timestamp(value: Any, where: str) -> datetime:

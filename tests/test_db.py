@@ -154,8 +154,46 @@ def test_bad_records_are_refused_naming_the_problem(database, key):
     assert database.count() == 0
 
 
+def test_a_retimed_record_ranks_by_its_retiming_ahead_of_lucky_ones(database, key):
+    database.commit_records([ok(key, f, [f * 1e-4]) for f in (2, 3, 4, 5)])
+    lucky, second, third, _ = database.best_measured(key, ZEN, k=4)
+    assert [r.retimed_seconds for r in database.best(key, ZEN, 4)] == [None] * 4
+    retimed = database.commit_retiming(second.id, [7e-4, 6e-4, 9e-4])
+    assert retimed.retime_times == (7e-4, 6e-4, 9e-4) and retimed.retimed_seconds == 7e-4
+    assert retimed.retimed_at is not None and retimed.mean_seconds == second.mean_seconds
+    database.commit_retiming(third.id, [5e-4])
+    best = database.best(key, ZEN, k=4)
+    assert [r.id for r in best] == [third.id, second.id, lucky.id, best[3].id]
+    assert [r.seconds for r in best[:3]] == [5e-4, 7e-4, lucky.mean_seconds]
+    assert [r.id for r in database.best(key, ZEN, k=1)] == [third.id]
+    assert [r.id for r in database.best_measured(key, ZEN, k=2)] == [lucky.id, second.id]
+    assert database.best_trace(key, ZEN) == third.trace
+    database.commit_retiming(third.id, [8e-4])
+    assert [r.id for r in database.best(key, ZEN, k=2)] == [second.id, third.id]
+
+
+def test_a_retiming_is_refused_for_a_failure_or_bad_times(database, key):
+    database.commit_records(
+        [
+            ok(key, 3, [1e-3]),
+            Measurement.failed(key, ZEN, split_trace(5), RecordStatus.TIMEOUT, "x"),
+        ]
+    )
+    success, failure = sorted(database.records(key), key=lambda r: r.status.value != "ok")
+    with pytest.raises(RecordError, match=f"record {failure.id} is a failure \\(timeout\\)"):
+        database.commit_retiming(failure.id, [1e-3])
+    with pytest.raises(RecordError, match="no record with id 999"):
+        database.commit_retiming(999, [1e-3])
+    with pytest.raises(RecordError, match=f"record {success.id}: run_times\\[1\\]"):
+        database.commit_retiming(success.id, [1e-3, math.nan])
+    with pytest.raises(RecordError, match="needs at least one run time"):
+        database.commit_retiming(success.id, [])
+    assert all(r.retimed_seconds is None for r in database.records(key))
+
+
 def test_export_and_import_move_records_keeping_versions(database, key, tmp_path):
     database.commit_records([ok(key, f, [f * 1e-4]) for f in (2, 3, 4)])
+    database.commit_retiming(database.best(key, ZEN)[0].id, [3e-4, 4e-4])
     database.commit_records(
         [Measurement.failed(key, SKYLAKE, split_trace(5), RecordStatus.BUILD_ERROR, "no")]
     )
@@ -172,7 +210,27 @@ def test_export_and_import_move_records_keeping_versions(database, key, tmp_path
 
 def _comparable(records):
     return [(r.workload_key, r.target, r.trace_hash, r.status, r.run_times, r.created_at,
-             r.trace_version, r.tensortune_version) for r in records]  # fmt: skip
+             r.trace_version, r.tensortune_version, r.retime_times, r.retimed_seconds,
+             r.retimed_at) for r in records]  # fmt: skip
+
+
+def test_a_version_1_export_still_imports(database, key, tmp_path):
+    database.commit_records([ok(key, 3, [1e-3])])
+    out = io.StringIO()
+    database.export_jsonl(out)
+    header, *lines = out.getvalue().splitlines()
+    assert json.loads(header) == {"format": "tensortune.records", "version": 2}
+    old = [json.dumps({"format": "tensortune.records", "version": 1})]
+    for line in lines:
+        doc = json.loads(line)
+        for field in ("retime_times", "retimed_at"):
+            doc.pop(field, None)
+        old.append(json.dumps(doc))
+    other = Database(f"sqlite:///{tmp_path / 'other.db'}")
+    assert other.import_jsonl(old).records_added == 1
+    assert other.best(key, ZEN)[0].retimed_seconds is None
+    with pytest.raises(RecordError, match="versions 1, 2 are read"):
+        other.import_jsonl([json.dumps({"format": "tensortune.records", "version": 3})])
 
 
 def test_merge_adds_the_other_database_and_keeps_targets_apart(database, key, tmp_path):
@@ -195,11 +253,13 @@ def test_export_of_the_best_only_and_prune(database, key):
     database.commit_records(
         [Measurement.failed(key, ZEN, split_trace(6), RecordStatus.RUN_ERROR, "bad")]
     )
+    slowest = database.best_measured(key, ZEN, 4)[-1]
+    database.commit_retiming(slowest.id, [4e-4])
     out = io.StringIO()
     assert database.export_jsonl(out, best_k=2) == 5
     assert database.prune(keep=2) == 4
     assert database.count(key, ZEN) == 2 and database.count(key, SKYLAKE) == 2
-    assert [r.mean_seconds for r in database.best(key, ZEN, 5)] == pytest.approx([2e-4, 3e-4])
+    assert [r.seconds for r in database.best(key, ZEN, 5)] == pytest.approx([4e-4, 2e-4])
     assert database.count(relu_key) == 1
 
 
@@ -241,6 +301,11 @@ def test_stale_records_are_reported_never_applied(database, key, tmp_path, caplo
         (lambda d: d.update(created_at="2024-01-01T00:00:00"), "needs its zone"),
         (lambda d: d.pop("worker_host"), r"fields missing \['worker_host'\]"),
         (lambda d: d.update(workload="f" * 64), "unknown workload"),
+        (lambda d: d.update(retime_times=[1e-3]), "retime_times and retimed_at go together"),
+        (
+            lambda d: d.update(retime_times=[], retimed_at="2026-01-01T00:00:00+00:00"),
+            "at least one run time",
+        ),
     ],
 )
 def test_import_refuses_a_bad_line_and_stores_nothing(database, key, edit, message):

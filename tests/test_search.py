@@ -3,6 +3,8 @@ a replayed space, resume, and the model-based search against random."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from replay_measurements import (
@@ -228,6 +230,27 @@ def test_model_based_warm_starts_from_a_similar_workload(replay: Replay, best: i
 
     assert best_of(batch) <= 1.1 * replay.seconds_of(replay.space.config(best))
     assert best_of(batch) < best_of(cold_batch)
+
+
+def test_learn_from_trains_a_model_on_another_workload_and_random_ignores_it(
+    replay: Replay, best: int
+) -> None:
+    """Another workload's records, 1000 times slower across the board, teach the same
+    thing: targets are relative to each workload's fastest."""
+    other = small_space(48, 32, 8)
+    records = []
+    for config in (other.config(i) for i in range(0, other.size, 3)):
+        seconds = synthetic_seconds(other, config)
+        records.append((other.trace(config).to_json_string(), seconds and 1000 * seconds))
+    strategy = search.create("xgb", space=replay.space, max_trials=16, batch_size=8, seed=0)
+    assert strategy.learn_from(other, records + [("not a trace", 1.0)]) == len(records)
+    batch = strategy.generate_measure_candidates()
+    assert batch is not None
+    assert min(replay.seconds_of(c.config) or math.inf for c in batch) <= 1.1 * (
+        replay.seconds_of(replay.space.config(best))
+    )
+    random = search.create("random", space=replay.space, max_trials=16, batch_size=8)
+    assert random.learn_from(other, records) == 0
 
 
 def test_warm_start_rows_must_match_the_space(replay: Replay) -> None:

@@ -60,6 +60,11 @@ def test_tune_stores_records_and_retimes_the_best(task, database, backend):
     assert all(row.trace in stored for row in result.best)
     assert result.best_gflops is not None and result.best_gflops > 0
     assert result.best[0].gflops == result.best_gflops
+    stored_best = database.best(task.workload_key, task.target, k=len(result.best))
+    assert [r.trace for r in stored_best] == [row.trace for row in result.best]
+    assert [r.retimed_seconds for r in stored_best] == [row.seconds for row in result.best]
+    assert all(len(r.retime_times) == 2 * QUICK.repeat for r in stored_best)
+    assert database.best_trace(task.workload_key, task.target) == result.best[0].trace
     table = format_table(result)
     assert "16 measured this run" in table and "matmul.x86" in table
 
@@ -72,6 +77,18 @@ def test_the_same_command_resumes_without_measuring_twice(task, database, backen
     more = tune(task, database=database, workers=backend, options=_options(24))
     assert (more.measured, more.restored) == (8, 16)
     assert _check_no_repeats(database, task) == 24
+
+
+def test_a_similar_workload_in_the_database_warm_starts_the_model(task, database, backend):
+    tune(task, database=database, workers=backend, options=_options(16, "random"))
+    other = TuneTask.from_spec({"op": "matmul", "args": {"m": 48, "n": 40, "k": 32}})
+    learned = tune(other, database=database, workers=backend, options=_options(8))
+    assert (learned.similar, learned.transferred) == (1, 16)
+    assert "learned from 16 records of 1 similar workloads" in format_table(learned)
+    alone = tune(other, database=database, workers=backend, options=_options(16, "random"))
+    assert alone.transferred == 0
+    cold = TuneOptions(trials=24, batch_size=8, seed=3, retime_rounds=1, transfer=False)
+    assert tune(other, database=database, workers=backend, options=cold).transferred == 0
 
 
 class _InterruptAt(Progress):

@@ -6,10 +6,13 @@ database meet (the strategies only propose, the workers only measure).
 1. the space of the task's template, and the workload committed to the database;
 2. resume: every stored record of the workload on the target is restored into the
    strategy, so nothing is measured twice and stored trials count towards the budget;
+   transfer: the records of similar workloads (``tuner.transfer``) are offered to the
+   strategy, which a model-based one trains on before its first batch;
 3. ask a batch, measure it, commit its records (one transaction), tell the strategy,
    update the progress line; until the strategy says it is done or Ctrl-C;
-4. re-time the fastest stored schedules with more repeats: the GFLOP/s a run reports
-   comes from this re-timing, not from the luckiest measurement of the search.
+4. re-time the fastest stored schedules with more repeats and store the re-timing:
+   the GFLOP/s a run reports, and the schedule ``Database.best`` (and so the build)
+   picks, come from it, not from the luckiest measurement of the search.
 
 A KeyboardInterrupt stops the loop cleanly: every batch committed before it stays in
 the database, the batch in flight is dropped, and the result says it was interrupted.
@@ -18,7 +21,6 @@ the database, the batch in flight is dropped, and the result says it was interru
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +34,7 @@ from tuner import space as spaces
 from tuner.progress import Progress
 from tuner.search import MeasureCandidate, MeasureResult, SearchStrategy
 from tuner.task import TuneTask
+from tuner.transfer import similar_workloads
 from workers import Candidate, RunResult, Workers
 from workers.records import to_measurement
 
@@ -43,7 +46,8 @@ class TuneOptions:
     """``trials`` is the budget of the workload on the target, stored trials included
     (so the same command resumes instead of starting over); ``tuner`` a search kind;
     ``early_stopping`` ends the search after that many trials without a faster one;
-    ``retime_top`` stored schedules are re-timed ``retime_rounds`` times each."""
+    ``retime_top`` stored schedules are re-timed ``retime_rounds`` times each;
+    ``transfer`` offers the search the records of similar workloads."""
 
     trials: int = 64
     tuner: str = "xgb"
@@ -53,6 +57,7 @@ class TuneOptions:
     template: str | None = None
     retime_top: int = 3
     retime_rounds: int = 5
+    transfer: bool = True
 
 
 @dataclass(frozen=True)
@@ -69,7 +74,8 @@ class RankedSchedule:
 @dataclass(frozen=True)
 class TuneResult:
     """What a run did: ``measured`` trials this run (``errors`` of them failed),
-    ``restored`` trials found in the database, why it stopped, the best GFLOP/s so
+    ``restored`` trials found in the database, ``transferred`` records of
+    ``similar`` other workloads the search learned from, why it stopped, the best GFLOP/s so
     far after each trial of this run (``curve``), and the best schedules re-timed,
     fastest first (``best``)."""
 
@@ -83,6 +89,8 @@ class TuneResult:
     wall_seconds: float
     curve: tuple[float, ...] = ()
     best: tuple[RankedSchedule, ...] = field(default=())
+    transferred: int = 0
+    similar: int = 0
 
     @property
     def interrupted(self) -> bool:
@@ -110,7 +118,7 @@ def tune(
     """Tune ``task`` with ``workers``, storing every measurement in ``database``."""
     options = options or TuneOptions()
     start = time.monotonic()
-    space = spaces.create("template", func=task.func, template=options.template, target=task.target)
+    space = spaces.TemplateSpace(task.func, options.template, target=task.target)
     database.commit_workload(task.func, name=_name(task), flop_count=task.flop_count)
     stored = list(_stored_records(database, task))
     loop = _Loop(task, database, workers, progress)
@@ -127,6 +135,11 @@ def tune(
             seed=options.seed,
         )
         strategy.restore_traces((r.trace, r.mean_seconds) for r in stored)
+        if options.transfer:
+            for other in similar_workloads(database, task, space.template):
+                taken = strategy.learn_from(other.space, other.records)
+                loop.transferred += taken
+                loop.similar += 1 if taken else 0
         loop.restored = restored
         loop.known = {r.trace_hash: r.mean_seconds for r in stored}
         loop.best_seconds = min((r.mean_seconds for r in stored if r.mean_seconds), default=None)
@@ -138,7 +151,7 @@ def tune(
         best, reason = _retime(task, database, workers, options, reason)
     return TuneResult(
         task=task,
-        template=space.template.name,  # type: ignore[attr-defined]
+        template=space.template.name,
         space_size=space.size,
         measured=loop.measured,
         restored=restored,
@@ -147,6 +160,8 @@ def tune(
         wall_seconds=time.monotonic() - start,
         curve=tuple(loop.curve),
         best=best,
+        transferred=loop.transferred,
+        similar=loop.similar,
     )
 
 
@@ -163,6 +178,8 @@ class _Loop:
         self.workload = workload_to_json(task.func)
         self.known: dict[str, float | None] = {}
         self.restored = 0
+        self.transferred = 0
+        self.similar = 0
         self.best_seconds: float | None = None
         self.measured = 0
         self.errors = 0
@@ -218,9 +235,12 @@ class _Loop:
 def _retime(
     task: TuneTask, database: Database, workers: Workers, options: TuneOptions, reason: str
 ) -> tuple[tuple[RankedSchedule, ...], str]:
-    """The ``retime_top`` fastest stored schedules, each measured ``retime_rounds``
-    more times (built afresh each time), ranked by the median of those times."""
-    top = database.best(task.workload_key, task.target, k=max(1, options.retime_top))
+    """The ``retime_top`` fastest stored schedules by search time, each measured
+    ``retime_rounds`` more times (built afresh each time); a schedule whose every
+    round succeeds gets the median of those times stored as its re-timing, which
+    ranks it in ``Database.best`` (and so in ``build(..., database=)``). Returns the
+    re-timed schedules fastest first, then any whose re-timing failed."""
+    top = database.best_measured(task.workload_key, task.target, k=max(1, options.retime_top))
     if not top:
         return (), reason
     workload = workload_to_json(task.func)
@@ -236,8 +256,11 @@ def _retime(
         runs, reason = [], "interrupted"
     ranked = []
     for k, record in enumerate(top):
-        times = [t for run in runs[k * rounds : (k + 1) * rounds] for t in run.run_times]
-        seconds = statistics.median(times) if times else None
+        rounds_of_record = runs[k * rounds : (k + 1) * rounds]
+        seconds = None
+        if rounds_of_record and all(run.mean_seconds is not None for run in rounds_of_record):
+            times = [t for run in rounds_of_record for t in run.run_times]
+            seconds = database.commit_retiming(record.id, times).retimed_seconds
         gflops = None if seconds is None else task.gflops(seconds)
         assert record.mean_seconds is not None
         ranked.append(RankedSchedule(record.trace, record.mean_seconds, seconds, gflops))
@@ -287,6 +310,11 @@ def format_table(result: TuneResult) -> str:
         f"{result.measured} measured this run ({result.errors} errors), {result.restored} "
         f"restored, stopped: {result.stop_reason}, {result.wall_seconds:.1f} s"
     )
+    if result.transferred:
+        lines.append(
+            f"the search learned from {result.transferred} records of {result.similar} "
+            "similar workloads"
+        )
     return "\n".join(lines)
 
 

@@ -50,6 +50,12 @@ def add_commands(commands: Any) -> None:
     tune_parser.add_argument("--early-stopping", type=int, help="stop after N trials no faster")
     tune_parser.add_argument("--seed", type=int, default=0, help="seed of every choice")
     tune_parser.add_argument("--template", help="template name (default: the one that fits)")
+    tune_parser.add_argument(
+        "--no-transfer",
+        dest="transfer",
+        action="store_false",
+        help="do not learn from the records of similar workloads",
+    )
     tune_parser.add_argument("--workers", choices=workers.KINDS, default="local")
     tune_parser.add_argument("--ray-address", help="a Ray cluster to use (implies --workers ray)")
     tune_parser.set_defaults(run=run_tune)
@@ -110,11 +116,15 @@ def run_best(url: str, args: argparse.Namespace) -> None:
         print(record.trace)
         return
     print("\n".join(record.to_trace().as_python()))
-    assert record.mean_seconds is not None
-    rate = "" if flops is None else f", {flops / record.mean_seconds / 1e9:.2f} GFLOP/s"
-    print(
-        f"# {key[:12]} on {target}: {record.mean_seconds * 1e3:.4g} ms{rate} (record {record.id})"
+    seconds = record.seconds
+    assert seconds is not None
+    rate = "" if flops is None else f", {flops / seconds / 1e9:.2f} GFLOP/s"
+    how = (
+        f"re-timed {len(record.retime_times)} times"
+        if record.retimed_seconds is not None
+        else "as the search measured it, not re-timed"
     )
+    print(f"# {key[:12]} on {target}: {seconds * 1e3:.4g} ms{rate}, {how} (record {record.id})")
 
 
 def run_records(url: str, args: argparse.Namespace) -> None:
@@ -125,13 +135,21 @@ def run_records(url: str, args: argparse.Namespace) -> None:
         raise UsageError(f"--limit must be from 1 to 10000, got {args.limit}")
     with Database(url) as database:
         page = database.records(key, target, limit=args.limit, before_id=args.before)
-    print(f"{'id':>7}  {'workload':12}  {'status':12}  {'ms':>10}  target")
+    print(f"{'id':>7}  {'workload':12}  {'status':12}  {'ms':>10}  {'re-timed ms':>11}  target")
     for record in page:
-        ms = "-" if record.mean_seconds is None else f"{record.mean_seconds * 1e3:.4g}"
+        ms = _milliseconds(record.mean_seconds)
+        retimed = _milliseconds(record.retimed_seconds)
         status = record.status.value
-        print(f"{record.id:>7}  {record.workload_key[:12]}  {status:12}  {ms:>10}  {record.target}")
+        print(
+            f"{record.id:>7}  {record.workload_key[:12]}  {status:12}  {ms:>10}  {retimed:>11}  "
+            f"{record.target}"
+        )
     if len(page) == args.limit:
         print(f"more: --before {page[-1].id}")
+
+
+def _milliseconds(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.4g}"
 
 
 # ---- reading the command line ----------------------------------------------------------
@@ -157,6 +175,7 @@ def _tune_options(args: argparse.Namespace) -> TuneOptions:
         early_stopping=args.early_stopping,
         seed=args.seed,
         template=args.template,
+        transfer=args.transfer,
     )
 
 

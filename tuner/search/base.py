@@ -170,6 +170,13 @@ class SearchStrategy(abc.ABC):
         self.restore(history)
         return len(history)
 
+    def learn_from(self, space: Space, records: Iterable[tuple[Trace | str, float | None]]) -> int:
+        """Records of another workload (``space`` is its space; a trace and seconds or
+        None, as the database returns them) to learn from before measuring. A strategy
+        with a cost model trains on them (transfer); the others ignore them. Returns
+        how many it took."""
+        return 0
+
     # for strategies ----------------------------------------------------------------
 
     @abc.abstractmethod

@@ -7,7 +7,9 @@ Each ask, in order:
    random: the model has nothing to learn from;
 2. fit the cost model on every observation (log throughput; a failure or an
    illegal config counts as worse than the slowest success), plus the transfer
-   records of other runs given to ``warm_start``;
+   records of other workloads given to ``warm_start`` or ``learn_from``. Each
+   workload's targets are relative to its own fastest, so workloads of different
+   sizes teach the model which configs are good, not how fast the machine is;
 3. run simulated annealing over the knob choices, from the fastest configs so far
    and from random points, scored by the model; keep the best unvisited configs;
 4. fill the batch with them, except a share ``epsilon`` drawn at random, so the
@@ -72,12 +74,12 @@ class ModelBasedSearch(SearchStrategy):
         self.sa_steps = sa_steps
         self.temperature = temperature
         self.np_rng = np.random.default_rng(self.seed)
-        self._transfer: tuple[np.ndarray, np.ndarray] | None = None
+        self._transfer: list[tuple[np.ndarray, np.ndarray]] = []
 
     def warm_start(self, features: np.ndarray, throughputs: np.ndarray) -> None:
-        """Records of earlier runs (same or similar workloads) to train on from the
-        first ask: feature rows made by an extractor of the same kind, and their
-        throughputs (flop/s; 0 for a failure)."""
+        """Add records of one other workload to train on from the first ask: feature
+        rows made by an extractor of the same kind, and their throughputs (flop/s; 0
+        for a failure)."""
         rows = np.asarray(features, dtype=float)
         values = np.asarray(throughputs, dtype=float).reshape(-1)
         if not len(values):
@@ -93,11 +95,22 @@ class ModelBasedSearch(SearchStrategy):
                 f"transfer records have {rows.shape[1]} features, this space's configs "
                 f"{width}; make both with the same extractor kind and template"
             )
-        self._transfer = (rows, values)
+        self._transfer.append((rows, values))
+
+    def learn_from(self, space: Space, records: Iterable[tuple[Trace | str, float | None]]) -> int:
+        """Train on another workload's records (``space`` is that workload's space) from
+        the first ask; records its space does not recognise, or a space whose features
+        do not line up with this one's, are left out."""
+        rows, values = transfer_records(self.extractor, space, records)
+        width = self.extractor.transform(self.space, [self.space.config(0)]).shape[1]
+        if not len(values) or rows.shape[1] != width:
+            return 0
+        self.warm_start(rows, values)
+        return len(values)
 
     def _propose(self, count: int) -> Iterator[Config]:
         observed = [o for o in self.history if o.seconds is not None]
-        if len(observed) < max(1, self.warmup) and self._transfer is None:
+        if len(observed) < max(1, self.warmup) and not self._transfer:
             return
         spread = self._fit()
         ranked = self._search(2 * count, spread)
@@ -110,15 +123,13 @@ class ModelBasedSearch(SearchStrategy):
     def _fit(self) -> float:
         """Train the model; returns the spread (standard deviation) of its targets,
         the unit of the annealing temperature."""
-        configs = [o.config for o in self.history]
-        rows = self.extractor.transform(self.space, configs) if configs else None
-        values = np.array([self.throughput(o.seconds) for o in self.history])
-        if self._transfer is not None:
-            extra_rows, extra_values = self._transfer
-            rows = extra_rows if rows is None else np.concatenate([extra_rows, rows])
-            values = np.concatenate([extra_values, values])
-        targets = _log_targets(values)
-        assert rows is not None
+        groups = list(self._transfer)
+        if self.history:
+            configs = [o.config for o in self.history]
+            own = np.array([self.throughput(o.seconds) for o in self.history])
+            groups.append((self.extractor.transform(self.space, configs), own))
+        rows = np.concatenate([features for features, _ in groups])
+        targets = np.concatenate([_log_targets(values) for _, values in groups])
         self.model.fit(rows, targets)
         return float(np.std(targets)) or 1.0
 
@@ -163,13 +174,15 @@ class ModelBasedSearch(SearchStrategy):
 
 
 def _log_targets(throughputs: np.ndarray) -> np.ndarray:
-    """log throughput, with failures (0) taught as FAILURE_PENALTY below the slowest
-    success, or all zero when nothing succeeded."""
+    """log throughput relative to the fastest (0 for it, negative for the others),
+    with failures (0) taught as FAILURE_PENALTY below the slowest success, or all
+    zero when nothing succeeded."""
     ok = throughputs > 0
     if not ok.any():
         return np.zeros(len(throughputs))
     logs = np.zeros(len(throughputs))
     logs[ok] = np.log(throughputs[ok])
+    logs[ok] -= logs[ok].max()
     logs[~ok] = logs[ok].min() - FAILURE_PENALTY
     return logs
 
