@@ -225,10 +225,12 @@ class RunResult:
 class MeasureConfig:
     """How a runner times a candidate.
 
-    ``warmup`` calls, then ``repeat`` timed loops of ``number`` calls; ``number``
-    first grows until one loop takes ``min_repeat_ms``, so tiny kernels are not
-    timer noise. ``flush_cache`` writes over ``flush_bytes`` before each repeat so
-    every repeat starts with cold caches. ``timeout_s`` bounds loading, checking and
+    After the call whose outputs are checked, ``warmup`` more untimed calls, then
+    ``repeat`` timed loops of ``number`` calls; ``number`` first grows until one loop
+    takes ``min_repeat_ms`` (the loops that find it are untimed calls too, which is
+    why no extra warmup is the default), so tiny kernels are not timer noise.
+    ``flush_cache`` writes over ``flush_bytes`` before each repeat so every repeat
+    starts with cold caches. ``timeout_s`` bounds loading, checking and
     timing one candidate; ``reference_timeout_s`` bounds computing a workload's
     reference outputs (once per workload per runner process). ``tolerance`` is the
     largest accepted error relative to the largest reference value (None: by dtype).
@@ -237,7 +239,7 @@ class MeasureConfig:
     number: int = 1
     repeat: int = 3
     min_repeat_ms: float = 10.0
-    warmup: int = 1
+    warmup: int = 0
     flush_cache: bool = False
     flush_bytes: int = 64 << 20
     timeout_s: float = 10.0
