@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import socket
 import time
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -240,6 +242,34 @@ def test_min_repeat_ms_grows_number_and_cache_flush_runs() -> None:
         (result,) = backend.measure([candidate])
     check_ok(result, repeat=2)
     assert result.number > 1
+
+
+def _children_environments(role: str) -> list[dict[str, str]]:
+    """The environments of this process's ``workers.child`` children of ``role``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            status = (proc / "status").read_text()
+            command = (proc / "cmdline").read_bytes().split(b"\0")
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue
+        parent = next(line.split()[1] for line in status.splitlines() if line.startswith("PPid"))
+        if int(parent) == os.getpid() and command[1:4] == [b"-m", b"workers.child", role.encode()]:
+            pairs = (entry.decode().partition("=") for entry in environ if entry)
+            found.append({name: value for name, _, value in pairs})
+    return found
+
+
+def test_the_runner_keeps_numpy_to_one_blas_thread(local: Workers) -> None:
+    """The runner computes references with numpy; BLAS threads left spinning after that
+    would share the cores with the kernel being timed (it ran up to 6x slower)."""
+    check_ok(local.measure([matmul_candidate(0)])[0])
+    (runner,) = _children_environments("run")
+    assert runner["OPENBLAS_NUM_THREADS"] == "1" and runner["MKL_NUM_THREADS"] == "1"
+    builders = _children_environments("build")
+    inherited = os.environ.get("OPENBLAS_NUM_THREADS")
+    assert builders and all(env.get("OPENBLAS_NUM_THREADS") == inherited for env in builders)
 
 
 def test_runner_process_is_replaced_after_its_quota() -> None:

@@ -236,7 +236,7 @@ def _retime(
     task: TuneTask, database: Database, workers: Workers, options: TuneOptions, reason: str
 ) -> tuple[tuple[RankedSchedule, ...], str]:
     """The ``retime_top`` fastest stored schedules by search time, each measured
-    ``retime_rounds`` more times (built afresh each time); a schedule whose every
+    ``retime_rounds`` more times (built afresh each time, in turns); a schedule whose every
     round succeeds gets the median of those times stored as its re-timing, which
     ranks it in ``Database.best`` (and so in ``build(..., database=)``). Returns the
     re-timed schedules fastest first, then any whose re-timing failed."""
@@ -245,10 +245,12 @@ def _retime(
         return (), reason
     workload = workload_to_json(task.func)
     rounds = max(1, options.retime_rounds)
+    # Round-robin, so a slow stretch of the machine slows one round of every schedule
+    # rather than every round of one.
     candidates = [
         Candidate(workload, record.trace, task.target, task.spec)
-        for record in top
         for _ in range(rounds)
+        for record in top
     ]
     try:
         runs = workers.measure(candidates)
@@ -256,7 +258,7 @@ def _retime(
         runs, reason = [], "interrupted"
     ranked = []
     for k, record in enumerate(top):
-        rounds_of_record = runs[k * rounds : (k + 1) * rounds]
+        rounds_of_record = runs[k :: len(top)]
         seconds = None
         if rounds_of_record and all(run.mean_seconds is not None for run in rounds_of_record):
             times = [t for run in rounds_of_record for t in run.run_times]

@@ -221,6 +221,12 @@ class RunResult:
         )
 
 
+# The environment of a runner's process. It computes references with numpy, whose BLAS
+# threads keep spinning on every core for a while after each call: a kernel timed then
+# ran several times slower than it is. With one BLAS thread the cores are the kernel's.
+RUNNER_ENV = {"OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
 @dataclass(frozen=True, kw_only=True)
 class MeasureConfig:
     """How a runner times a candidate.

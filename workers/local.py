@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 from multiprocessing.connection import wait
 
 from workers.base import (
+    RUNNER_ENV,
     Builder,
     BuildResult,
     Candidate,
@@ -124,7 +125,7 @@ class LocalRunner(Runner):
             )
         self.config = config or MeasureConfig()
         self.candidates_per_process = candidates_per_process
-        self._worker = WorkerProcess("run")
+        self._worker = WorkerProcess("run", RUNNER_ENV)
 
     def stream(self, builds: Sequence[BuildResult]) -> Iterator[tuple[int, RunResult]]:
         for index, build in enumerate(builds):

@@ -65,15 +65,15 @@ class WorkerProcess:
 
     ``prepared`` is the parent's note of which workloads the current child already
     holds a reference for, ``served`` of how many requests its owner counted; a
-    fresh child starts with none. Every child, replacements
-    included, gets the environment as it was when this object was made.
+    fresh child starts with none. Every child, replacements included, gets the
+    environment as it was when this object was made, with ``env`` on top.
     """
 
-    def __init__(self, role: str) -> None:
+    def __init__(self, role: str, env: Mapping[str, str] | None = None) -> None:
         self.role = role
         self.prepared: set[str] = set()
         self.served = 0
-        self._env = dict(os.environ)
+        self._env = {**os.environ, **(env or {})}
         path = self._env.get("PYTHONPATH")
         self._env["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, path]))
         self._start()

@@ -29,6 +29,7 @@ from ray.exceptions import ActorUnavailableError, RayError, RayTaskError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from workers.base import (
+    RUNNER_ENV,
     Builder,
     BuildResult,
     Candidate,
@@ -468,6 +469,7 @@ def _new_actor(node_id: str, host: str) -> Any:
         num_cpus=0,
         max_restarts=-1,
         max_task_retries=0,
+        runtime_env={"env_vars": RUNNER_ENV},
     ).remote(host)
 
 
