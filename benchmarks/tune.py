@@ -52,6 +52,8 @@ CONV = {
     },
 }
 REPEATS = 7
+WINDOWS = 5
+WINDOW_GAP_S = 0.2
 BLAS_SETTLE_S = 0.5  # numpy's BLAS threads spin a while after a call
 CURVE_POINTS = 8
 
@@ -83,8 +85,14 @@ def time_numpy(reference: Callable[..., np.ndarray], inputs: list[np.ndarray]) -
 
 
 def time_kernel(kernel: Any, arrays: list[np.ndarray]) -> float:
+    """The median of ``WINDOWS`` timings a moment apart: on a shared machine one
+    kernel's back-to-back timings differ by up to 20 %."""
     evaluate = kernel.time_evaluator("main", number=1, repeat=REPEATS, min_repeat_ms=50)
-    return float(evaluate(*arrays).median)
+    windows = []
+    for _ in range(WINDOWS):
+        windows.append(float(evaluate(*arrays).median))
+        time.sleep(WINDOW_GAP_S)
+    return statistics.median(windows)
 
 
 def tuned_kernel(task: TuneTask, result: TuneResult) -> Any:
