@@ -22,7 +22,6 @@ from tuner.task import TuneTask
 class SimilarWorkload:
     """Another workload's space and its newest records: (trace JSON, seconds or None)."""
 
-    workload_key: str
     space: TemplateSpace
     records: tuple[tuple[str, float | None], ...]
 
@@ -53,4 +52,4 @@ def similar_workloads(
         if not records:
             continue
         found += 1
-        yield SimilarWorkload(entry.key, TemplateSpace(func, template, target=task.target), records)
+        yield SimilarWorkload(TemplateSpace(func, template, target=task.target), records)

@@ -125,6 +125,7 @@ def tune(
     restored = _restored_count(space, stored)
     remaining = options.trials - restored
     reason = "budget"
+    transferred = similar = 0
     if remaining > 0:
         strategy = search.create(
             options.tuner,
@@ -135,11 +136,11 @@ def tune(
             seed=options.seed,
         )
         strategy.restore_traces((r.trace, r.mean_seconds) for r in stored)
-        if options.transfer:
+        if options.transfer and strategy.learns_from_other_workloads:
             for other in similar_workloads(database, task, space.template):
                 taken = strategy.learn_from(other.space, other.records)
-                loop.transferred += taken
-                loop.similar += 1 if taken else 0
+                transferred += taken
+                similar += 1 if taken else 0
         loop.restored = restored
         loop.known = {r.trace_hash: r.mean_seconds for r in stored}
         loop.best_seconds = min((r.mean_seconds for r in stored if r.mean_seconds), default=None)
@@ -160,8 +161,8 @@ def tune(
         wall_seconds=time.monotonic() - start,
         curve=tuple(loop.curve),
         best=best,
-        transferred=loop.transferred,
-        similar=loop.similar,
+        transferred=transferred,
+        similar=similar,
     )
 
 
@@ -178,8 +179,6 @@ class _Loop:
         self.workload = workload_to_json(task.func)
         self.known: dict[str, float | None] = {}
         self.restored = 0
-        self.transferred = 0
-        self.similar = 0
         self.best_seconds: float | None = None
         self.measured = 0
         self.errors = 0
@@ -301,7 +300,7 @@ def format_table(result: TuneResult) -> str:
     ]
     for rank, row in enumerate(result.best, 1):
         gflops = "-" if row.gflops is None else f"{row.gflops:.2f}"
-        ms = "-" if row.seconds is None else f"{row.seconds * 1e3:.4g}"
+        ms = milliseconds(row.seconds)
         found = result.task.gflops(row.search_seconds)
         digest = trace_hash(canonical_trace(row.trace))[:12]
         lines.append(f"{rank:>4}  {gflops:>9}  {ms:>9}  {found:>14.2f}  {digest}")
@@ -318,6 +317,11 @@ def format_table(result: TuneResult) -> str:
             "similar workloads"
         )
     return "\n".join(lines)
+
+
+def milliseconds(seconds: float | None) -> str:
+    """Seconds as milliseconds for a table, ``-`` for none."""
+    return "-" if seconds is None else f"{seconds * 1e3:.4g}"
 
 
 def best_trace_python(trace: str) -> list[str]:

@@ -23,7 +23,7 @@ from tuner import search, space
 from tuner.progress import Progress
 from tuner.space import SpaceError
 from tuner.task import TuneTask
-from tuner.tune import TuneOptions, format_table, tune
+from tuner.tune import TuneOptions, format_table, milliseconds, tune
 
 # The spec arguments ``--shape`` fills, by op.
 SHAPE_ARGS: dict[str, tuple[str, ...]] = {
@@ -137,8 +137,8 @@ def run_records(url: str, args: argparse.Namespace) -> None:
         page = database.records(key, target, limit=args.limit, before_id=args.before)
     print(f"{'id':>7}  {'workload':12}  {'status':12}  {'ms':>10}  {'re-timed ms':>11}  target")
     for record in page:
-        ms = _milliseconds(record.mean_seconds)
-        retimed = _milliseconds(record.retimed_seconds)
+        ms = milliseconds(record.mean_seconds)
+        retimed = milliseconds(record.retimed_seconds)
         status = record.status.value
         print(
             f"{record.id:>7}  {record.workload_key[:12]}  {status:12}  {ms:>10}  {retimed:>11}  "
@@ -146,10 +146,6 @@ def run_records(url: str, args: argparse.Namespace) -> None:
         )
     if len(page) == args.limit:
         print(f"more: --before {page[-1].id}")
-
-
-def _milliseconds(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds * 1e3:.4g}"
 
 
 # ---- reading the command line ----------------------------------------------------------

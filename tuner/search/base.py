@@ -21,7 +21,7 @@ import math
 import random
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from compiler.schedule import ScheduleError, Trace
 from tuner.space.base import Config, Space
@@ -74,6 +74,8 @@ class SearchStrategy(abc.ABC):
     search after that many measured trials without a faster one (None: never);
     ``seed`` makes every choice reproducible.
     """
+
+    learns_from_other_workloads: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -173,8 +175,8 @@ class SearchStrategy(abc.ABC):
     def learn_from(self, space: Space, records: Iterable[tuple[Trace | str, float | None]]) -> int:
         """Records of another workload (``space`` is its space; a trace and seconds or
         None, as the database returns them) to learn from before measuring. A strategy
-        with a cost model trains on them (transfer); the others ignore them. Returns
-        how many it took."""
+        with a cost model trains on them (transfer, and ``learns_from_other_workloads``
+        is True, so callers skip finding them for the others). Returns how many it took."""
         return 0
 
     # for strategies ----------------------------------------------------------------

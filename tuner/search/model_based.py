@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -47,6 +48,8 @@ class ModelBasedSearch(SearchStrategy):
     regression seeded by ``seed``); ``epsilon`` the share of each batch drawn at
     random; ``warmup`` the measurements before the model is used (default: one
     batch); ``sa_chains``, ``sa_steps`` and ``temperature`` size the annealing."""
+
+    learns_from_other_workloads = True
 
     def __init__(
         self,
@@ -76,6 +79,11 @@ class ModelBasedSearch(SearchStrategy):
         self.np_rng = np.random.default_rng(self.seed)
         self._transfer: list[tuple[np.ndarray, np.ndarray]] = []
 
+    @cached_property
+    def _feature_width(self) -> int:
+        """The number of features the extractor makes of one config of this space."""
+        return self.extractor.transform(self.space, [self.space.config(0)]).shape[1]
+
     def warm_start(self, features: np.ndarray, throughputs: np.ndarray) -> None:
         """Add records of one other workload to train on from the first ask: feature
         rows made by an extractor of the same kind, and their throughputs (flop/s; 0
@@ -89,11 +97,10 @@ class ModelBasedSearch(SearchStrategy):
                 f"warm_start needs a 2-D feature matrix and one throughput per row; got shapes "
                 f"{rows.shape} and {values.shape}"
             )
-        width = self.extractor.transform(self.space, [self.space.config(0)]).shape[1]
-        if rows.shape[1] != width:
+        if rows.shape[1] != self._feature_width:
             raise SearchError(
                 f"transfer records have {rows.shape[1]} features, this space's configs "
-                f"{width}; make both with the same extractor kind and template"
+                f"{self._feature_width}; make both with the same extractor kind and template"
             )
         self._transfer.append((rows, values))
 
@@ -102,8 +109,7 @@ class ModelBasedSearch(SearchStrategy):
         the first ask; records its space does not recognise, or a space whose features
         do not line up with this one's, are left out."""
         rows, values = transfer_records(self.extractor, space, records)
-        width = self.extractor.transform(self.space, [self.space.config(0)]).shape[1]
-        if not len(values) or rows.shape[1] != width:
+        if not len(values) or rows.shape[1] != self._feature_width:
             return 0
         self.warm_start(rows, values)
         return len(values)
