@@ -1,5 +1,6 @@
 """The runtime: compiled modules callable on numpy arrays, timing, shared libraries."""
 
+from compiler.runtime.blas_pool import share_pool_with_blas, shared_blas_calls
 from compiler.runtime.export import ExportError, export_library, load_module
 from compiler.runtime.module import Function, Module
 from compiler.runtime.profiling import ProfileResult
@@ -15,4 +16,6 @@ __all__ = [
     "RuntimeArgumentError",
     "export_library",
     "load_module",
+    "share_pool_with_blas",
+    "shared_blas_calls",
 ]

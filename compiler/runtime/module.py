@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from compiler.runtime.blas_pool import check_not_forked, prepare_pool
 from compiler.runtime.profiling import ProfileResult, time_raw
 from compiler.runtime.signature import FuncSignature
 
@@ -28,6 +29,7 @@ class Function:
         return self.signature.name
 
     def __call__(self, *arrays: np.ndarray) -> None:
+        check_not_forked()
         self.raw(*self.signature.bind(arrays))
 
     def __repr__(self) -> str:
@@ -39,7 +41,9 @@ class Module(Mapping[str, Function]):
     """The functions of one build (or one loaded shared library), by name.
 
     ``source`` is the compiled LLVM module (None for a loaded library);
-    ``object_code`` what ``export_library`` links.
+    ``object_code`` what ``export_library`` links. Before the first module of a
+    process exists, numpy's BLAS is moved onto the kernels' thread pool (see
+    ``compiler.runtime.blas_pool``), so the two do not fight for the cores.
     """
 
     def __init__(
@@ -50,6 +54,7 @@ class Module(Mapping[str, Function]):
         object_code: bytes | None = None,
         library_path: str | None = None,
     ) -> None:
+        prepare_pool()
         self._functions = dict(functions)
         self._source = source
         self.object_code = object_code
