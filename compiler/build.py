@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,6 +12,7 @@ from compiler.codegen.llvm_module import emit_module
 from compiler.codegen.target import LLVMTarget, target_machine
 from compiler.database_lookup import TuningLookup, apply_best
 from compiler.default_schedule import apply_default_schedule
+from compiler.lower.ir_dump import IRDump
 from compiler.lower.pipeline import lower_func, to_ir_module
 from compiler.runtime.module import Function, Module
 from compiler.runtime.signature import FuncSignature
@@ -28,6 +30,7 @@ def build(
     *,
     database: TuningLookup | None = None,
     default_schedule: bool = True,
+    dump_ir: str | os.PathLike[str] | None = None,
 ) -> Module:
     """Compile ``obj`` for a CPU and load it into this process.
 
@@ -44,6 +47,9 @@ def build(
     A function that comes with no schedule (see ``compiler.default_schedule``) gets
     the default one: parallel outer loops, vectorized inner loops. Pass
     ``default_schedule=False`` to compile the loops exactly as written.
+
+    ``dump_ir`` names a folder that gets the IR after every lowering pass, the LLVM IR
+    before and after optimization, and the assembly, one numbered file each.
     """
     llvm_target = LLVMTarget.parse(target)
     mod = to_ir_module(obj, args, name)
@@ -52,11 +58,19 @@ def build(
         logger.info("%s", report)
     if default_schedule:
         mod = apply_default_schedule(mod, target=llvm_target)
-    lowered = {func_name: lower_func(func) for func_name, func in mod.items()}
+    dump = IRDump(dump_ir) if dump_ir is not None else None
+    lowered = {
+        func_name: lower_func(func, observe=dump.observer(func_name) if dump else None)
+        for func_name, func in mod.items()
+    }
     signatures = _signatures(mod)
     tm = target_machine(llvm_target)
     text = emit_module(lowered, signatures, llvm_target.num_cores, tm.triple, str(tm.target_data))
     compiled = compile_ir(text, llvm_target)
+    if dump is not None:
+        dump.write("llvm", "ll", text)
+        dump.write("llvm-optimized", "ll", compiled.llvm_ir())
+        dump.write("assembly", "s", compiled.assembly())
     keepalive, addresses = jit_load(compiled.object_code, [s.symbol for s in signatures])
     functions = {s.name: Function(s, addresses[s.symbol], keepalive) for s in signatures}
     return Module(functions, source=compiled, object_code=compiled.object_code)

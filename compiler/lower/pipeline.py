@@ -1,8 +1,9 @@
 """The lowering pipeline: an ordered list of named passes from scheduled IR to flat loops.
 
 Each pass is a plain function PrimFunc -> PrimFunc. ``lower_func`` runs them in
-order; ``dump_after`` names passes whose output is printed, which is how one
-looks at what a pass did without a debugger.
+order; ``dump_after`` names passes whose output is printed, and ``observe`` is
+called with every pass's name and output (``build(..., dump_ir=folder)`` writes
+them to files), which is how one looks at what a pass did without a debugger.
 """
 
 from __future__ import annotations
@@ -36,14 +37,19 @@ PASSES: tuple[Pass, ...] = (
 PASS_NAMES = tuple(p.name for p in PASSES)
 
 
+PassObserver = Callable[[str, PrimFunc], None]
+
+
 def lower_func(
     func: PrimFunc,
     dump_after: Collection[str] = (),
     out: TextIO | None = None,
     passes: Sequence[Pass] = PASSES,
+    observe: PassObserver | None = None,
 ) -> PrimFunc:
     """Run ``passes`` over ``func``; print the IR after each pass named in ``dump_after``
-    (a name, a collection of names, or ``"all"``) to ``out`` (stderr by default)."""
+    (a name, a collection of names, or ``"all"``) to ``out`` (stderr by default), and
+    hand ``observe`` the name and output of every pass (``"input"`` first)."""
     names = {p.name for p in passes}
     requested = {dump_after} if isinstance(dump_after, str) else set(dump_after)
     wanted = set(names) if "all" in requested else requested
@@ -53,8 +59,12 @@ def lower_func(
             f"dump_after names unknown passes {sorted(unknown)}; the passes are "
             f"{[p.name for p in passes]} (or 'all')"
         )
+    if observe is not None:
+        observe("input", func)
     for lowering_pass in passes:
         func = lowering_pass.run(func)
+        if observe is not None:
+            observe(lowering_pass.name, func)
         if lowering_pass.name in wanted:
             stream = out if out is not None else sys.stderr
             print(f"# IR after {lowering_pass.name}", file=stream)
