@@ -29,6 +29,8 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 
@@ -86,9 +88,23 @@ define void @run_blas_jobs(i32 %sync, ptr %dojob, i32 %numjobs, i64 %size, ptr %
 }
 """
 
+BlasSetter = Callable[[ctypes.c_void_p], None]
+
+
+@dataclass
+class _PoolState:
+    """What this process has done so far; guarded by ``_lock``."""
+
+    wanted: bool | None = None  # the program's choice; None until the first kernel
+    setters: list[BlasSetter] | None = None
+    engine: llvm.ExecutionEngine | None = None
+    callback_address: int = 0
+    fork_handler: bool = False
+    forked_after_pool_started: bool = False
+
+
 _lock = threading.Lock()
-_state: dict[str, object] = {}
-_forked_after_pool_started = False
+_state = _PoolState()
 
 
 class ThreadPoolError(RuntimeError):
@@ -100,7 +116,7 @@ def share_pool_with_blas(enabled: bool = True) -> bool:
     applies before it makes its first kernel), or on BLAS's own threads again; the
     choice holds for the rest of the process. Returns whether BLAS shares the pool."""
     with _lock:
-        _state["wanted"] = enabled
+        _state.wanted = enabled
         return _apply(enabled)
 
 
@@ -108,8 +124,8 @@ def prepare_pool() -> None:
     """What the runtime calls before it hands out kernels: share the pool unless the
     program said otherwise. Cheap after the first call."""
     with _lock:
-        if "wanted" not in _state:
-            _state["wanted"] = True
+        if _state.wanted is None:
+            _state.wanted = True
             _apply(True)
 
 
@@ -117,12 +133,12 @@ def _apply(enabled: bool) -> bool:
     setters = _blas_setters()
     if not setters or (enabled and not _openmp_keeps_team_sizes()):
         return False
-    address = _callback()[1] if enabled else 0
+    address = _callback_address() if enabled else 0
     for setter in setters:
         setter(ctypes.c_void_p(address))
-    if enabled and not _state.get("fork_handler"):
+    if enabled and not _state.fork_handler:
         os.register_at_fork(after_in_child=_unshare_in_child)
-        _state["fork_handler"] = True
+        _state.fork_handler = True
     return enabled
 
 
@@ -132,17 +148,16 @@ def _unshare_in_child() -> None:
     restarts its own pool after a fork, so the child's BLAS goes back to it; the
     child's kernels refuse to run if the parent's pool had started (see
     ``check_not_forked``)."""
-    global _forked_after_pool_started
-    _forked_after_pool_started = shared_blas_calls() > 0
-    for setter in _state.get("setters", ()):  # type: ignore[attr-defined]
+    _state.forked_after_pool_started = shared_blas_calls() > 0
+    for setter in _state.setters or ():
         setter(ctypes.c_void_p(0))
-    _state["wanted"] = False
+    _state.wanted = False
 
 
 def check_not_forked() -> None:
     """Raise ThreadPoolError in a process forked after BLAS ran on the shared pool,
     where a parallel kernel would hang instead of running."""
-    if _forked_after_pool_started:
+    if _state.forked_after_pool_started:
         raise ThreadPoolError(
             "this process was forked after its parent ran BLAS on the OpenMP thread pool, "
             "and OpenMP's threads do not survive a fork: start worker processes with "
@@ -154,29 +169,29 @@ def check_not_forked() -> None:
 def shared_blas_calls() -> int:
     """How many parallel BLAS calls have run on the shared pool in this process."""
     with _lock:
-        if "callback" not in _state:
+        if _state.engine is None:
             return 0
-        engine = _callback()[0]
-        counter = engine.get_global_value_address("calls")
+        counter = _state.engine.get_global_value_address("calls")
     return ctypes.c_int64.from_address(counter).value
 
 
-def _callback() -> tuple[llvm.ExecutionEngine, int]:
-    """The compiled callback, made once per process (the engine must stay alive)."""
-    if "callback" not in _state:
+def _callback_address() -> int:
+    """The compiled callback, made once per process (its engine must stay alive)."""
+    if _state.engine is None:
         init_llvm()
         module = llvm.parse_assembly(_CALLBACK_IR)
         module.verify()
         machine = llvm.Target.from_default_triple().create_target_machine()
         engine = llvm.create_mcjit_compiler(module, machine)
         engine.finalize_object()
-        _state["callback"] = (engine, engine.get_function_address("run_blas_jobs"))
-    return _state["callback"]  # type: ignore[return-value]
+        _state.engine = engine
+        _state.callback_address = engine.get_function_address("run_blas_jobs")
+    return _state.callback_address
 
 
-def _blas_setters() -> list[ctypes._CFuncPtr]:
+def _blas_setters() -> list[BlasSetter]:
     """The callback setters of every OpenBLAS loaded in this process."""
-    if "setters" not in _state:
+    if _state.setters is None:
         setters = []
         for path in _loaded_libraries("openblas"):
             library = ctypes.CDLL(path)
@@ -187,8 +202,8 @@ def _blas_setters() -> list[ctypes._CFuncPtr]:
                     setter.restype = None
                     setters.append(setter)
                     break
-        _state["setters"] = setters
-    return _state["setters"]  # type: ignore[return-value]
+        _state.setters = setters
+    return _state.setters
 
 
 def _loaded_libraries(fragment: str) -> list[str]:
