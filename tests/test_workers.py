@@ -10,14 +10,23 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
 import socket
+import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from faulty_workers import BUILD_FUNCTION, FAULT_ANNOTATION, MEASURER, TESTS_FOLDER, Fault
+from faulty_workers import (
+    BUILD_FUNCTION,
+    FAULT_ANNOTATION,
+    MEASURER,
+    TESTS_FOLDER,
+    Fault,
+    wait_for,
+)
 
 import compiler
 import workers
@@ -342,6 +351,30 @@ def test_runner_hang_times_out_and_the_next_runs(local: Workers) -> None:
     results = local.runner.run(local.builder.build(candidates))
     assert kinds(results) == [ErrorKind.TIMEOUT, None]
     assert "3 s" in results[0].error
+
+
+def test_ctrl_c_while_the_runner_is_busy_leaves_no_late_reply(
+    local: Workers, tmp_path: Path
+) -> None:
+    """Ctrl-C lands while the runner process measures (it waits, paused, until the
+    interrupt has been delivered); the next candidate still gets its own result."""
+    paused, after = matmul_candidate(1, Fault.PAUSE, str(tmp_path)), matmul_candidate(3)
+    paused_build, after_build = local.builder.build([paused, after])
+    started = tmp_path / f"started-{socket.gethostname()}"
+
+    def interrupt_then_release() -> None:
+        wait_for(started)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    interrupter = threading.Thread(target=interrupt_then_release)
+    interrupter.start()
+    with pytest.raises(KeyboardInterrupt):
+        local.runner.run([paused_build])
+    interrupter.join()
+    (tmp_path / "release").touch()
+    (result,) = local.runner.run([after_build])
+    check_ok(result)
+    assert result.candidate == after
 
 
 def test_builder_crash_and_hang_cost_one_record_each(local: Workers) -> None:

@@ -124,13 +124,18 @@ class WorkerProcess:
 
     def call(self, header: Mapping[str, Any], payload: bytes | None, timeout_s: float) -> Outcome:
         """Send a request and wait for its reply, for at most ``timeout_s``. A child
-        that died or timed out is replaced before this returns."""
-        if not self.send(header, payload):
-            outcome: Outcome = Died(self._exit_description())
-        elif not self._replies.poll(timeout_s):
-            outcome = TimedOut(timeout_s)
-        else:
-            outcome = self.receive()
+        that died or timed out is replaced before this returns; so is one whose wait
+        was interrupted (Ctrl-C), since its late reply would answer the next request."""
+        try:
+            if not self.send(header, payload):
+                outcome: Outcome = Died(self._exit_description())
+            elif not self._replies.poll(timeout_s):
+                outcome = TimedOut(timeout_s)
+            else:
+                outcome = self.receive()
+        except BaseException:
+            self.replace()
+            raise
         if not isinstance(outcome, Reply):
             self.replace()
         return outcome
