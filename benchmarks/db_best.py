@@ -18,9 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from compiler.errors import ErrorKind
 from compiler.schedule import Schedule
 from compiler.workload import workload_from_spec
-from db import Database, Measurement, RecordStatus
+from db import Database, Measurement
 
 WORKLOADS = 20
 TARGETS = ("llvm -mcpu=znver3 -num-cores=2", "llvm -mcpu=skylake -num-cores=2")
@@ -53,7 +54,7 @@ def fill(db: Database, total: int, rng: random.Random) -> list[str]:
                 trace = schedules[n % len(schedules)]
                 if n % 20 == 19:
                     batch.append(
-                        Measurement.failed(key, target, trace, RecordStatus.RUN_ERROR, "crash")
+                        Measurement.failed(key, target, trace, ErrorKind.RUN_ERROR, "crash")
                     )
                 else:
                     batch.append(Measurement.ok(key, target, trace, [rng.uniform(1e-4, 1e-2)]))

@@ -32,11 +32,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 import compiler
 from compiler.flops import flop_count
 from compiler.ir.function import PrimFunc
+from compiler.topi.reference import NUMPY_REFERENCES
 from compiler.workload import workload_from_spec
 
 NAIVE_LIMIT_S = 10.0
@@ -63,94 +63,44 @@ class Case:
 # ---- numpy references -------------------------------------------------------------------
 
 
-def _nchw(stride: int, pad: int) -> Callable[..., np.ndarray]:
-    def conv(data: np.ndarray, kernel: np.ndarray) -> np.ndarray:
-        o, c, kh, kw = kernel.shape
-        padded = np.pad(data, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-        windows = sliding_window_view(padded, (kh, kw), axis=(2, 3))[:, :, ::stride, ::stride]
-        n, _, oh, ow = windows.shape[:4]
-        cols = windows.transpose(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, c * kh * kw)
-        out = cols @ kernel.reshape(o, -1).T
-        return np.ascontiguousarray(out.reshape(n, oh, ow, o).transpose(0, 3, 1, 2))
-
-    return conv
+def _shared(op: str, **args: Any) -> Reference:
+    """The one numpy reference of ``op`` (``compiler.topi.reference``) with ``args``."""
+    compute = NUMPY_REFERENCES[op].compute
+    return lambda *inputs: compute(*inputs, **args)[0]
 
 
-def _nhwc(pad: int) -> Callable[..., np.ndarray]:
-    def conv(data: np.ndarray, kernel: np.ndarray) -> np.ndarray:
-        kh, kw, c, o = kernel.shape
-        padded = np.pad(data, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
-        windows = sliding_window_view(padded, (kh, kw), axis=(1, 2))
-        n, oh, ow = windows.shape[:3]
-        cols = windows.transpose(0, 1, 2, 4, 5, 3).reshape(n * oh * ow, kh * kw * c)
-        return (cols @ kernel.reshape(-1, o)).reshape(n, oh, ow, o)
-
-    return conv
+def _nchw(stride: int, pad: int) -> Reference:
+    return _shared("conv2d_nchw", stride=stride, padding=pad, dilation=1, groups=1)
 
 
-def _conv_bias_relu(pad: int) -> Callable[..., np.ndarray]:
-    conv = _nchw(1, pad)
-
-    def fused(data: np.ndarray, kernel: np.ndarray, bias: np.ndarray) -> np.ndarray:
-        return np.maximum(conv(data, kernel) + bias[None, :, None, None], 0)
-
-    return fused
+def _nhwc(pad: int) -> Reference:
+    return _shared("conv2d_nhwc", stride=1, padding=pad, dilation=1, groups=1)
 
 
-def _depthwise(pad: int) -> Callable[..., np.ndarray]:
-    def conv(data: np.ndarray, kernel: np.ndarray) -> np.ndarray:
-        padded = np.pad(data, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-        windows = sliding_window_view(padded, kernel.shape[2:], axis=(2, 3))
-        return np.einsum("nchwyx,cyx->nchw", windows, kernel[:, 0], optimize=True)
-
-    return conv
+def _conv_bias_relu(pad: int) -> Reference:
+    return _shared("conv2d_nchw_bias_relu", stride=1, padding=pad, dilation=1, groups=1)
 
 
-def _max_pool(kernel: int, stride: int, pad: int) -> Callable[..., np.ndarray]:
-    def pool(data: np.ndarray) -> np.ndarray:
-        widths = ((0, 0), (0, 0), (pad, pad), (pad, pad))
-        padded = np.pad(data, widths, constant_values=-np.inf)
-        windows = sliding_window_view(padded, (kernel, kernel), axis=(2, 3))
-        return windows[:, :, ::stride, ::stride].max(axis=(4, 5))
-
-    return pool
+def _depthwise(pad: int) -> Reference:
+    return _shared("depthwise_conv2d_nchw", stride=1, padding=pad, dilation=1)
 
 
-def _avg_pool(kernel: int, stride: int) -> Callable[..., np.ndarray]:
-    def pool(data: np.ndarray) -> np.ndarray:
-        windows = sliding_window_view(data, (kernel, kernel), axis=(2, 3))
-        return windows[:, :, ::stride, ::stride].mean(axis=(4, 5))
-
-    return pool
+def _max_pool(kernel: int, stride: int, pad: int) -> Reference:
+    return _shared("max_pool2d", kernel=kernel, stride=stride, padding=pad)
 
 
-def _softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
+def _avg_pool(kernel: int, stride: int) -> Reference:
+    return _shared("avg_pool2d", kernel=kernel, stride=stride, padding=0, count_include_pad=False)
 
 
-def _log_softmax(x: np.ndarray) -> np.ndarray:
-    shifted = x - x.max(axis=-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-
-
-def _layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray) -> np.ndarray:
-    mean = x.mean(axis=-1, keepdims=True)
-    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
-    return (x - mean) / np.sqrt(var + 1e-5) * gamma + beta
+_softmax = _shared("softmax", axis=-1)
+_log_softmax = _shared("log_softmax", axis=-1)
+_layer_norm = _shared("layer_norm", axis=-1, epsilon=1e-5)
+_dense = _shared("dense", activation="none")
 
 
 def _gelu() -> Reference:
-    """The exact GELU needs erf, which numpy lacks; scipy has it where installed."""
-    try:
-        from scipy.special import erf
-    except ImportError:
-        return None
-    return lambda x: 0.5 * x * (1.0 + erf(x * np.float32(1 / np.sqrt(2))))
-
-
-def _dense(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return x @ w.T + b
+    return _shared("gelu")
 
 
 # ---- the rows ------------------------------------------------------------------------------

@@ -29,11 +29,12 @@ if sys.path and os.path.abspath(sys.path[0] or os.curdir) == _HERE:
     del sys.path[0]  # run as a script, this file would shadow the packages it measures
 
 import numpy as np  # noqa: E402
-from numpy.lib.stride_tricks import sliding_window_view  # noqa: E402
 
 import compiler  # noqa: E402
 import workers  # noqa: E402
 from compiler.schedule import Schedule, Trace  # noqa: E402
+from compiler.topi.reference import numpy_function  # noqa: E402
+from compiler.workload import normalize_spec  # noqa: E402
 from db import Database  # noqa: E402
 from tuner.task import TuneTask  # noqa: E402
 from tuner.tune import TuneOptions, TuneResult, tune  # noqa: E402
@@ -56,21 +57,6 @@ WINDOWS = 5
 WINDOW_GAP_S = 0.2
 BLAS_SETTLE_S = 0.5  # numpy's BLAS threads spin a while after a call
 CURVE_POINTS = 8
-
-
-def numpy_gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return a @ b
-
-
-def numpy_conv(data: np.ndarray, kernel: np.ndarray) -> np.ndarray:
-    """im2col + one matmul, as a framework without a convolution kernel does it."""
-    o, c, kh, kw = kernel.shape
-    padded = np.pad(data, ((0, 0), (0, 0), (1, 1), (1, 1)))
-    windows = sliding_window_view(padded, (kh, kw), axis=(2, 3))
-    n, _, oh, ow = windows.shape[:4]
-    cols = windows.transpose(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, c * kh * kw)
-    out = cols @ kernel.reshape(o, -1).T
-    return np.ascontiguousarray(out.reshape(n, oh, ow, o).transpose(0, 3, 1, 2))
 
 
 def time_numpy(reference: Callable[..., np.ndarray], inputs: list[np.ndarray]) -> float:
@@ -199,9 +185,13 @@ def main() -> None:
         parser.error(f"--trials must be at least 1, got {args.trials}")
     report = {}
     if args.only in (None, "gemm"):
-        report["gemm_1024"] = bench("fp32 GEMM 1024^3", GEMM, numpy_gemm, args)
+        report["gemm_1024"] = bench(
+            "fp32 GEMM 1024^3", GEMM, numpy_function(normalize_spec(GEMM)), args
+        )
     if args.only in (None, "conv2d"):
-        report["conv2d_1x64x56x56_k3"] = bench("conv2d NCHW 1x64x56x56 3x3", CONV, numpy_conv, args)
+        report["conv2d_1x64x56x56_k3"] = bench(
+            "conv2d NCHW 1x64x56x56 3x3", CONV, numpy_function(normalize_spec(CONV)), args
+        )
     if args.json:
         print(json.dumps(report))
 

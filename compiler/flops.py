@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 
+from compiler.errors import CompilerError
 from compiler.ir import expr as E
 from compiler.ir.function import PrimFunc
 from compiler.ir.node import Node, children, visit
@@ -26,7 +27,7 @@ from compiler.ir.stmt import Block, BlockRealize, For, IterKind, Stmt
 _ARITHMETIC = (E.Add, E.Sub, E.Mul, E.Div, E.Min, E.Max)
 
 
-class FlopCountError(ValueError):
+class FlopCountError(CompilerError, ValueError):
     """A function whose operation count is not a number: a symbolic loop extent."""
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compiler import te, topi
+from compiler.errors import CompilerError
 from compiler.ir import expr as E
 from compiler.ir.function import PrimFunc
 from compiler.te import Tensor
@@ -33,7 +34,7 @@ MAX_TENSORS = 64
 DTYPES = E.FLOAT_DTYPES
 
 
-class WorkloadError(ValueError):
+class WorkloadError(CompilerError, ValueError):
     """A malformed workload spec; the message starts with the offending field."""
 
 

@@ -12,7 +12,6 @@ from db.records import (
     JobStatus,
     JobTask,
     Measurement,
-    RecordStatus,
     TuningRecord,
     WorkloadEntry,
 )
@@ -29,7 +28,6 @@ __all__ = [
     "JobTask",
     "Measurement",
     "RecordError",
-    "RecordStatus",
     "SchemaError",
     "TuningRecord",
     "WorkloadEntry",

@@ -20,6 +20,7 @@ from typing import IO, Any
 from sqlalchemy import Connection, String, func, literal, select, update
 from sqlalchemy.exc import DBAPIError
 
+from compiler.errors import ErrorKind
 from compiler.ir.function import PrimFunc
 from compiler.schedule.trace import TRACE_FORMAT_VERSION, Trace
 from compiler.workload import WorkloadError, normalize_spec, workload_from_spec
@@ -42,14 +43,15 @@ from db.queries import (
     workload_rows,
 )
 from db.records import (
+    OK_STATUS,
     Job,
     JobStatus,
     JobTask,
     Measurement,
-    RecordStatus,
     TuningRecord,
     WorkloadEntry,
     canonical_trace,
+    status_of,
     trace_hash,
 )
 from db.validate import TraceChecker, check_fields, check_outcome, check_text
@@ -200,7 +202,7 @@ class Database:
                     f"{where}: unknown workload {m.workload_key!r}; commit it first with "
                     "Database.commit_workload"
                 )
-            status, times = check_outcome(m.status, m.run_times, m.error, where)
+            error_kind, times = check_outcome(m.error_kind, m.run_times, m.error, where)
             targets.append(target_key(m.target, where))
             trace = canonical_trace(m.trace)
             digest = trace_hash(trace)
@@ -214,7 +216,7 @@ class Database:
                     "trace_hash": digest,
                     "trace_version": TRACE_FORMAT_VERSION,
                     "tensortune_version": self._version,
-                    "status": status.value,
+                    "status": status_of(error_kind),
                     "run_times": list(times),
                     "mean_seconds": statistics.fmean(times) if times else None,
                     "error": m.error,
@@ -258,7 +260,7 @@ class Database:
             )
             .where(RecordRow.workload_id == workload_id.scalar_subquery())
             .where(RecordRow.target_id == target_id.scalar_subquery())
-            .where(RecordRow.status == RecordStatus.OK.value)
+            .where(RecordRow.status == OK_STATUS)
             .where(RecordRow.trace_version == TRACE_FORMAT_VERSION)
             .limit(k)
         )
@@ -280,14 +282,14 @@ class Database:
         nothing. This is the one change a stored record ever gets."""
         if type(record_id) is not int:
             raise RecordError(f"record_id: must be an integer, got {record_id!r}")
-        _, times = check_outcome(RecordStatus.OK, run_times, None, f"record {record_id}")
+        _, times = check_outcome(None, run_times, None, f"record {record_id}")
         with self._writer.begin() as connection:
             row = connection.execute(
                 select(RecordRow.status).where(RecordRow.id == record_id)
             ).first()
             if row is None:
                 raise RecordError(f"no record with id {record_id!r}")
-            if row.status != RecordStatus.OK.value:
+            if row.status != OK_STATUS:
                 raise RecordError(
                     f"record {record_id} is a failure ({row.status}); only a success is re-timed"
                 )
@@ -314,7 +316,7 @@ class Database:
     def _warn_stale(self, workload_key: str, target: str, best_seconds: float | None) -> None:
         stmt = (
             self._where(select(func.count(RecordRow.id)).select_from(RECORDS), workload_key, target)
-            .where(RecordRow.status == RecordStatus.OK.value)
+            .where(RecordRow.status == OK_STATUS)
             .where(RecordRow.trace_version != TRACE_FORMAT_VERSION)
         )
         if best_seconds is not None:
@@ -357,13 +359,15 @@ class Database:
         self,
         workload_key: str | None = None,
         target: str | None = None,
-        status: RecordStatus | None = None,
+        error_kind: ErrorKind | None = None,
     ) -> int:
+        """How many records there are (of the workload, on the target, that failed with
+        ``error_kind``: each filter applies when given)."""
         stmt = self._where(
             select(func.count(RecordRow.id)).select_from(RECORDS), workload_key, target
         )
-        if status is not None:
-            stmt = stmt.where(RecordRow.status == RecordStatus(status).value)
+        if error_kind is not None:
+            stmt = stmt.where(RecordRow.status == ErrorKind(error_kind).value)
         with self._engine.connect() as connection:
             return connection.execute(stmt).scalar_one()
 

@@ -30,10 +30,11 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from db.records import STATUSES
+
 # SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL gets a BIGINT.
 RecordId = BigInteger().with_variant(Integer(), "sqlite")
 
-RECORD_STATUSES = ("ok", "build_error", "run_error", "timeout", "wrong_result", "crashed")
 JOB_STATUSES = ("queued", "running", "done", "failed", "cancelled")
 
 NAMING_CONVENTION = {
@@ -108,7 +109,7 @@ class TaskRow(Base):
 class RecordRow(Base):
     __tablename__ = "records"
     __table_args__ = (
-        CheckConstraint(_in("status", RECORD_STATUSES), name="status"),
+        CheckConstraint(_in("status", STATUSES), name="status"),
         CheckConstraint(
             "(status = 'ok' AND mean_seconds IS NOT NULL AND mean_seconds >= 0)"
             " OR (status <> 'ok' AND mean_seconds IS NULL)",

@@ -19,7 +19,7 @@ from compiler.database_lookup import canonical_target, target_host_kind
 from compiler.schedule.trace import TRACE_FORMAT_VERSION
 from db.errors import RecordError
 from db.models import RecordRow, TargetRow, TaskRow, WorkloadRow
-from db.records import Job, JobStatus, JobTask, RecordStatus, TuningRecord, WorkloadEntry
+from db.records import Job, JobStatus, JobTask, TuningRecord, WorkloadEntry, error_kind_of
 
 
 def now() -> datetime:
@@ -103,7 +103,7 @@ def to_record(r: Row) -> TuningRecord:
         target=r.target,
         trace=r.trace,
         trace_hash=r.trace_hash,
-        status=RecordStatus(r.status),
+        error_kind=error_kind_of(r.status),
         run_times=tuple(r.run_times),
         mean_seconds=r.mean_seconds,
         error=r.error,

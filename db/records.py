@@ -14,19 +14,22 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from compiler.errors import ErrorKind
 from compiler.schedule.trace import TRACE_FORMAT_VERSION, Trace
 
+# The status column holds "ok" for a success and the ErrorKind's value for a failure.
+OK_STATUS = "ok"
+STATUSES = (OK_STATUS, *(kind.value for kind in ErrorKind))
 
-class RecordStatus(enum.Enum):
-    """How a measurement ended. Only ``OK`` has run times that count; a failure is a
-    status and a message, never a made-up large time."""
 
-    OK = "ok"
-    BUILD_ERROR = "build_error"
-    RUN_ERROR = "run_error"
-    TIMEOUT = "timeout"
-    WRONG_RESULT = "wrong_result"
-    CRASHED = "crashed"
+def status_of(error_kind: ErrorKind | None) -> str:
+    """The status column's word for a record that failed with ``error_kind`` (None: ok)."""
+    return OK_STATUS if error_kind is None else error_kind.value
+
+
+def error_kind_of(status: str) -> ErrorKind | None:
+    """The failure a stored status word names; None for a success."""
+    return None if status == OK_STATUS else ErrorKind(status)
 
 
 class JobStatus(enum.Enum):
@@ -60,15 +63,16 @@ def trace_hash(trace_json: str) -> str:
 class Measurement:
     """One measured schedule, as a worker reports it, before it is stored.
 
-    ``status`` OK needs ``run_times`` (seconds, each finite and not negative); any
-    other status needs an ``error`` message. ``target`` is any spelling the compiler
-    accepts (``"llvm"``); the database stores its canonical form.
+    A success (no ``error_kind``) needs ``run_times`` (seconds, each finite and not
+    negative); a failure needs an ``error`` message and no run times. ``target`` is
+    any spelling the compiler accepts (``"llvm"``); the database stores its canonical
+    form.
     """
 
     workload_key: str
     target: str
     trace: str
-    status: RecordStatus
+    error_kind: ErrorKind | None
     run_times: tuple[float, ...] = ()
     error: str | None = None
     worker_host: str = ""
@@ -88,7 +92,7 @@ class Measurement:
             workload_key,
             target,
             canonical_trace(trace),
-            RecordStatus.OK,
+            None,
             tuple(run_times),
             None,
             worker_host,
@@ -100,7 +104,7 @@ class Measurement:
         workload_key: str,
         target: str,
         trace: Trace | Mapping[str, Any] | str,
-        status: RecordStatus,
+        error_kind: ErrorKind,
         error: str,
         *,
         worker_host: str = "",
@@ -110,7 +114,7 @@ class Measurement:
             workload_key,
             target,
             canonical_trace(trace),
-            status,
+            error_kind,
             (),
             error,
             worker_host,
@@ -131,7 +135,7 @@ class TuningRecord:
     target: str
     trace: str
     trace_hash: str
-    status: RecordStatus
+    error_kind: ErrorKind | None
     run_times: tuple[float, ...]
     mean_seconds: float | None
     error: str | None
@@ -143,6 +147,10 @@ class TuningRecord:
     retime_times: tuple[float, ...] = ()
     retimed_seconds: float | None = None
     retimed_at: datetime | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind is None
 
     @property
     def seconds(self) -> float | None:

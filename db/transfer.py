@@ -27,6 +27,7 @@ from typing import IO, Any
 
 from sqlalchemy import Connection, delete, func, select
 
+from compiler.errors import ErrorKind
 from compiler.schedule.trace import TRACE_FORMAT_VERSION
 from compiler.workload import WorkloadError
 from compiler.workload_key import workload_from_json, workload_key
@@ -43,8 +44,8 @@ from db.queries import (
     target_key,
     workload_rows,
 )
-from db.records import RecordStatus, trace_hash
-from db.validate import TraceChecker, check_outcome, check_text
+from db.records import OK_STATUS, status_of, trace_hash
+from db.validate import TraceChecker, check_outcome, check_text, parse_status
 
 FORMAT = "tensortune.records"
 VERSION = 2
@@ -150,7 +151,7 @@ def _best_ids(k: int) -> Any:
     )
     ranked = (
         select(RecordRow.id, rank)
-        .where(RecordRow.status == RecordStatus.OK.value)
+        .where(RecordRow.status == OK_STATUS)
         .where(RecordRow.trace_version == TRACE_FORMAT_VERSION)
         .subquery()
     )
@@ -298,7 +299,8 @@ def _checked_record(doc: dict[str, Any], where: str) -> tuple[dict[str, Any], st
     key = check_text(doc["workload"], f"{where}.workload", 64)
     target = target_key(check_text(doc["target"], f"{where}.target", 500), f"{where}.target")
     check_text(doc["host_kind"], f"{where}.host_kind", 200)
-    status, times = check_outcome(doc["status"], doc["run_times"], doc["error"], where)
+    error_kind = parse_status(doc["status"], f"{where}.status")
+    error_kind, times = check_outcome(error_kind, doc["run_times"], doc["error"], where)
     trace = check_text(doc["trace"], f"{where}.trace", 10**8)
     if doc["trace_hash"] != trace_hash(trace):
         raise RecordError(f"{where}: trace_hash does not match the trace")
@@ -312,27 +314,29 @@ def _checked_record(doc: dict[str, Any], where: str) -> tuple[dict[str, Any], st
         "tensortune_version": check_text(
             doc["tensortune_version"], f"{where}.tensortune_version", 32
         ),
-        "status": status.value,
+        "status": status_of(error_kind),
         "run_times": list(times),
         "mean_seconds": statistics.fmean(times) if times else None,
         "error": doc["error"],
         "worker_host": check_text(doc["worker_host"], f"{where}.worker_host", 200),
         "job_id": None,
         "created_at": _timestamp(doc["created_at"], f"{where}.created_at"),
-        **_checked_retiming(doc, status, where),
+        **_checked_retiming(doc, error_kind, where),
     }
     return row, key, target
 
 
-def _checked_retiming(doc: dict[str, Any], status: RecordStatus, where: str) -> dict[str, Any]:
+def _checked_retiming(
+    doc: dict[str, Any], error_kind: ErrorKind | None, where: str
+) -> dict[str, Any]:
     """The re-timing columns of a record line: all null, or the times of a success and
     when they were taken."""
     times, stamp = doc["retime_times"], doc["retimed_at"]
     if times is None and stamp is None:
         return {"retime_times": None, "retimed_seconds": None, "retimed_at": None}
-    if times is None or stamp is None or status is not RecordStatus.OK:
+    if times is None or stamp is None or error_kind is not None:
         raise RecordError(f"{where}: retime_times and retimed_at go together, on an ok record only")
-    _, checked = check_outcome(RecordStatus.OK, times, None, f"{where}.retime_times")
+    _, checked = check_outcome(None, times, None, f"{where}.retime_times")
     return {
         "retime_times": list(checked),
         "retimed_seconds": statistics.median(checked),

@@ -14,6 +14,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from compiler.errors import ErrorKind
 from compiler.ir.function import PrimFunc
 from compiler.schedule.errors import ScheduleError
 from compiler.schedule.schedule import Schedule
@@ -21,24 +22,30 @@ from compiler.schedule.trace import TRACE_FORMAT_VERSION, Trace
 from compiler.workload import WorkloadError
 from compiler.workload_key import workload_from_json
 from db.errors import RecordError
-from db.records import Measurement, RecordStatus
+from db.records import STATUSES, Measurement, error_kind_of, status_of
 
-STATUS_NAMES = ", ".join(s.value for s in RecordStatus)
+
+def parse_status(status: Any, where: str) -> ErrorKind | None:
+    """The failure a status word (as an export file spells it) names; None for ok."""
+    if status not in STATUSES:
+        raise RecordError(f"{where}: status {status!r} is not one of {', '.join(STATUSES)}")
+    return error_kind_of(status)
 
 
 def check_outcome(
-    status: Any, run_times: Sequence[Any], error: Any, where: str
-) -> tuple[RecordStatus, tuple[float, ...]]:
-    """The status as an enum and the run times as floats, or RecordError."""
-    if not isinstance(status, RecordStatus):
-        try:
-            status = RecordStatus(status)
-        except ValueError:
-            raise RecordError(f"{where}: status {status!r} is not one of {STATUS_NAMES}") from None
+    error_kind: Any, run_times: Sequence[Any], error: Any, where: str
+) -> tuple[ErrorKind | None, tuple[float, ...]]:
+    """The run times as floats once they agree with the error kind, or RecordError."""
+    if error_kind is not None and not isinstance(error_kind, ErrorKind):
+        kinds = ", ".join(kind.name for kind in ErrorKind)
+        raise RecordError(
+            f"{where}: error_kind must be an ErrorKind ({kinds}) or None for a success, "
+            f"got {error_kind!r}"
+        )
     if isinstance(run_times, (str, bytes)) or not isinstance(run_times, Sequence):
         raise RecordError(f"{where}: run_times must be a list of seconds, got {run_times!r}")
     times = tuple(_check_time(t, f"{where}: run_times[{i}]") for i, t in enumerate(run_times))
-    if status is RecordStatus.OK:
+    if error_kind is None:
         if not times:
             raise RecordError(f"{where}: an ok record needs at least one run time")
         if error is not None:
@@ -46,12 +53,12 @@ def check_outcome(
     else:
         if times:
             raise RecordError(
-                f"{where}: a {status.value} record has no run times (they would not count); "
-                "store the failure with its error message only"
+                f"{where}: a {status_of(error_kind)} record has no run times (they would not "
+                "count); store the failure with its error message only"
             )
         if not isinstance(error, str) or not error.strip():
-            raise RecordError(f"{where}: a {status.value} record needs its error message")
-    return status, times
+            raise RecordError(f"{where}: a {status_of(error_kind)} record needs its error message")
+    return error_kind, times
 
 
 def check_fields(measurement: Any, where: str) -> None:

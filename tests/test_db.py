@@ -12,6 +12,7 @@ import pytest
 from db_helpers import MATMUL, RELU, SKYLAKE, ZEN, matmul, split_trace
 from pg_server import BACKENDS, fresh_url
 
+from compiler.errors import ErrorKind
 from compiler.schedule.trace import TRACE_FORMAT_VERSION
 from compiler.workload_key import workload_key
 from db import (
@@ -19,7 +20,6 @@ from db import (
     JobStatus,
     Measurement,
     RecordError,
-    RecordStatus,
 )
 
 
@@ -60,8 +60,8 @@ def test_best_is_the_fastest_success_of_that_workload_on_that_target(database, k
             ok(key, 3, [3e-3, 5e-3]),
             ok(key, 5, [2e-3]),
             ok(key, 7, [1e-3], target=SKYLAKE),
-            Measurement.failed(key, ZEN, split_trace(11), RecordStatus.TIMEOUT, "took > 10 s"),
-            Measurement.failed(key, ZEN, split_trace(2), RecordStatus.WRONG_RESULT, "max err 3"),
+            Measurement.failed(key, ZEN, split_trace(11), ErrorKind.TIMEOUT, "took > 10 s"),
+            Measurement.failed(key, ZEN, split_trace(2), ErrorKind.WRONG_RESULT, "max err 3"),
             Measurement.ok(relu_key, ZEN, split_trace(2, RELU), [1e-6]),
         ]
     )
@@ -70,20 +70,20 @@ def test_best_is_the_fastest_success_of_that_workload_on_that_target(database, k
     assert [r.mean_seconds for r in best] == [2e-3, 4e-3]
     assert best[0].trace == split_trace(5).to_json_string()
     assert best[1].run_times == (3e-3, 5e-3)
-    assert all(r.status is RecordStatus.OK and not r.stale for r in best)
+    assert all(r.ok and not r.stale for r in best)
     assert [r.mean_seconds for r in database.best(key, SKYLAKE, 5)] == [1e-3]
     assert database.best(key, "llvm -mcpu=cascadelake") == []
     assert database.best_trace(key, ZEN) == best[0].trace
     assert database.count(key) == 5
-    assert database.count(key, ZEN, RecordStatus.TIMEOUT) == 1
+    assert database.count(key, ZEN, ErrorKind.TIMEOUT) == 1
 
 
 def test_failures_are_stored_with_their_status_and_no_time(database, key):
     database.commit_records(
-        [Measurement.failed(key, ZEN, split_trace(3), RecordStatus.CRASHED, "SIGSEGV")]
+        [Measurement.failed(key, ZEN, split_trace(3), ErrorKind.CRASHED, "SIGSEGV")]
     )
     (record,) = database.records(key, ZEN)
-    assert record.status is RecordStatus.CRASHED
+    assert record.error_kind is ErrorKind.CRASHED
     assert record.error == "SIGSEGV"
     assert record.mean_seconds is None and record.run_times == ()
     assert database.best(key, ZEN) == []
@@ -140,9 +140,9 @@ def test_bad_records_are_refused_naming_the_problem(database, key):
         (Measurement.ok("0" * 64, ZEN, split_trace(3), [1e-3]), "unknown workload '000"),
         (replays_elsewhere, "does not replay on workload"),
         (Measurement.ok(key, ZEN, "{not json", [1e-3]), "does not replay.*does not parse"),
-        (Measurement.failed(key, ZEN, split_trace(3), RecordStatus.TIMEOUT, ""), "error message"),
-        (Measurement(key, ZEN, "{}", RecordStatus.OK, (1.0,), "boom"), "has no error message"),
-        (Measurement(key, ZEN, "{}", "slow", (1.0,)), "not one of ok, build_error"),
+        (Measurement.failed(key, ZEN, split_trace(3), ErrorKind.TIMEOUT, ""), "error message"),
+        (Measurement(key, ZEN, "{}", None, (1.0,), "boom"), "has no error message"),
+        (Measurement(key, ZEN, "{}", "slow", (1.0,)), "must be an ErrorKind \\(BUILD_ERROR"),
         (ok(key, 3, [1e-3], target="cuda"), "unknown target 'cuda'"),
         (ok(key, 3, [1e-3], job_id=12345), r"jobs \[12345\] that do not exist"),
         (ok(key, 3, [1e-3], job_id="7"), r"records\[0\].job_id: must be a job's id"),
@@ -176,10 +176,10 @@ def test_a_retiming_is_refused_for_a_failure_or_bad_times(database, key):
     database.commit_records(
         [
             ok(key, 3, [1e-3]),
-            Measurement.failed(key, ZEN, split_trace(5), RecordStatus.TIMEOUT, "x"),
+            Measurement.failed(key, ZEN, split_trace(5), ErrorKind.TIMEOUT, "x"),
         ]
     )
-    success, failure = sorted(database.records(key), key=lambda r: r.status.value != "ok")
+    success, failure = sorted(database.records(key), key=lambda r: not r.ok)
     with pytest.raises(RecordError, match=f"record {failure.id} is a failure \\(timeout\\)"):
         database.commit_retiming(failure.id, [1e-3])
     with pytest.raises(RecordError, match="no record with id 999"):
@@ -195,7 +195,7 @@ def test_export_and_import_move_records_keeping_versions(database, key, tmp_path
     database.commit_records([ok(key, f, [f * 1e-4]) for f in (2, 3, 4)])
     database.commit_retiming(database.best(key, ZEN)[0].id, [3e-4, 4e-4])
     database.commit_records(
-        [Measurement.failed(key, SKYLAKE, split_trace(5), RecordStatus.BUILD_ERROR, "no")]
+        [Measurement.failed(key, SKYLAKE, split_trace(5), ErrorKind.BUILD_ERROR, "no")]
     )
     out = io.StringIO()
     assert database.export_jsonl(out) == 4
@@ -209,7 +209,7 @@ def test_export_and_import_move_records_keeping_versions(database, key, tmp_path
 
 
 def _comparable(records):
-    return [(r.workload_key, r.target, r.trace_hash, r.status, r.run_times, r.created_at,
+    return [(r.workload_key, r.target, r.trace_hash, r.error_kind, r.run_times, r.created_at,
              r.trace_version, r.tensortune_version, r.retime_times, r.retimed_seconds,
              r.retimed_at) for r in records]  # fmt: skip
 
@@ -251,7 +251,7 @@ def test_export_of_the_best_only_and_prune(database, key):
     database.commit_records([ok(key, f, [f * 1e-5], target=SKYLAKE) for f in (2, 3, 4)])
     database.commit_records([Measurement.ok(relu_key, ZEN, split_trace(2, RELU), [1e-6])])
     database.commit_records(
-        [Measurement.failed(key, ZEN, split_trace(6), RecordStatus.RUN_ERROR, "bad")]
+        [Measurement.failed(key, ZEN, split_trace(6), ErrorKind.RUN_ERROR, "bad")]
     )
     slowest = database.best_measured(key, ZEN, 4)[-1]
     database.commit_retiming(slowest.id, [4e-4])

@@ -14,7 +14,8 @@ import pytest
 from db_helpers import MATMUL, ZEN, split_trace
 from pg_server import BACKENDS, fresh_url
 
-from db import Database, Measurement, RecordStatus
+from compiler.errors import ErrorKind
+from db import Database, Measurement
 
 WORKERS = 8
 RECORDS = 1000
@@ -34,7 +35,7 @@ def commit_from_worker(url: str, key: str, worker: int, start: multiprocessing.B
     for index in range(RECORDS):
         trace = traces[index % len(traces)]
         if index % 100 == 99:
-            failure = Measurement.failed(key, ZEN, trace, RecordStatus.TIMEOUT, "over 10 s")
+            failure = Measurement.failed(key, ZEN, trace, ErrorKind.TIMEOUT, "over 10 s")
             measurements.append(failure)
         else:
             measurements.append(
@@ -70,7 +71,7 @@ def test_eight_processes_commit_at_once(backend, tmp_path):
     )
     with Database(url) as db:
         assert db.count() == WORKERS * RECORDS
-        assert db.count(key, ZEN, RecordStatus.TIMEOUT) == WORKERS * RECORDS // 100
+        assert db.count(key, ZEN, ErrorKind.TIMEOUT) == WORKERS * RECORDS // 100
         best = db.best(key, ZEN, k=20)
         assert [r.mean_seconds for r in best] == expected[:20]
         assert len(db.records(key, ZEN, limit=RECORDS * WORKERS)) == WORKERS * RECORDS

@@ -12,6 +12,7 @@ from db_helpers import MATMUL, ZEN, split_trace
 from pg_server import BACKENDS, fresh_url
 from sqlalchemy import inspect, text
 
+from compiler.errors import ErrorKind
 from db import ConnectError, Database, Measurement, SchemaError, migrate
 from db.engine import default_sqlite_path, default_url, open_engine
 from db.models import Base
@@ -51,11 +52,38 @@ def test_a_database_of_the_first_schema_upgrades_keeping_its_records(url, capsys
     with pytest.raises(SchemaError, match="revision '0001'"):
         Database(url)
     assert main(["db", "upgrade", "--url", url]) == 0
-    assert "0001 -> 0002" in capsys.readouterr().out
+    assert f"0001 -> {migrate.head_revision()}" in capsys.readouterr().out
     with Database(url) as db:
         assert db.records(key) == before
         db.commit_retiming(before[0].id, [5e-4])
         assert [r.seconds for r in db.best(key, ZEN, 2)] == [5e-4, 2e-4]
+
+
+def test_the_internal_error_kind_migrates_up_and_down(url):
+    """0003 lets a record fail as ``internal``; on the way down such a record becomes a
+    ``run_error`` and every other record is left as it was."""
+    with Database(url) as db:
+        key = db.commit_workload(MATMUL).key
+        db.commit_records([Measurement.ok(key, ZEN, split_trace(2), [2e-4])])
+    engine = open_engine(url)
+    migrate.downgrade(engine, "0002")
+    with engine.begin() as connection, pytest.raises(Exception, match="(?i)check"):
+        connection.execute(text("UPDATE records SET status = 'internal', mean_seconds = NULL"))
+    migrate.upgrade(engine)
+    engine.dispose()
+    internal = Measurement.failed(key, ZEN, split_trace(3), ErrorKind.INTERNAL, "a bug")
+    with Database(url) as db:
+        db.commit_records([internal])
+        before = {r.trace_hash: r for r in db.records(key)}
+    assert {r.error_kind for r in before.values()} == {None, ErrorKind.INTERNAL}
+    engine = open_engine(url)
+    migrate.downgrade(engine, "0002")
+    with engine.connect() as connection:
+        statuses = dict(connection.execute(text("SELECT trace_hash, status FROM records")).all())
+    engine.dispose()
+    assert sorted(statuses.values()) == ["ok", "run_error"]
+    ok_hash = next(h for h, r in before.items() if r.ok)
+    assert statuses[ok_hash] == "ok"
 
 
 def test_a_database_at_another_revision_is_refused_until_upgraded(url):

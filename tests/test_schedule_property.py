@@ -32,6 +32,7 @@ from compiler.ir.function import PrimFunc
 from compiler.ir.structural import structural_equal
 from compiler.schedule import LoopRV, Schedule, ScheduleError, Trace
 from compiler.schedule.primitives import block_names
+from compiler.topi.reference import conv2d_nchw_im2col
 
 T = TypeVar("T")
 
@@ -83,13 +84,7 @@ def conv2d_nchw(channels: int, size: int, filters: int, kernel: int, pad: int) -
     )
 
     def reference(d: np.ndarray, w: np.ndarray) -> np.ndarray:
-        p = np.pad(d.astype("float64"), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-        out = np.zeros((1, filters, out_size, out_size))
-        for ky in range(kernel):
-            for kx in range(kernel):
-                window = p[:, :, ky : ky + out_size, kx : kx + out_size]
-                out += np.einsum("ncyx,fc->nfyx", window, w[:, :, ky, kx])
-        return out
+        return conv2d_nchw_im2col(d.astype("float64"), w.astype("float64"), padding=pad)
 
     return Workload(te.create_prim_func([data, weight, conv]), reference)
 

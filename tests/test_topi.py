@@ -22,6 +22,7 @@ import compiler
 from compiler import te, topi
 from compiler.te import Tensor
 from compiler.topi import OperatorError
+from compiler.topi.reference import conv2d_nchw_im2col
 
 RNG = np.random.default_rng(20240601)
 
@@ -234,23 +235,9 @@ def pair(value: Any) -> tuple[int, int]:
 def ref_conv2d_nchw(
     x: np.ndarray, w: np.ndarray, stride: Any, padding: Any, dilation: Any, groups: int
 ) -> np.ndarray:
-    (sh, sw), (dh, dw) = pair(stride), pair(dilation)
-    top, left, bottom, right = pad_tuple(padding)
-    xp = np.pad(x.astype("float64"), ((0, 0), (0, 0), (top, bottom), (left, right)))
-    out_channels, per_group, kh, kw = w.shape
-    oh = (xp.shape[2] - (kh - 1) * dh - 1) // sh + 1
-    ow = (xp.shape[3] - (kw - 1) * dw - 1) // sw + 1
-    out = np.zeros((x.shape[0], out_channels, oh, ow))
-    out_per_group = out_channels // groups
-    for g in range(groups):
-        xs = xp[:, g * per_group : (g + 1) * per_group]
-        outs = slice(g * out_per_group, (g + 1) * out_per_group)
-        for ry in range(kh):
-            for rx in range(kw):
-                rows = slice(ry * dh, ry * dh + (oh - 1) * sh + 1, sh)
-                cols = slice(rx * dw, rx * dw + (ow - 1) * sw + 1, sw)
-                out[:, outs] += np.einsum("nchw,oc->nohw", xs[:, :, rows, cols], w[outs, :, ry, rx])
-    return out
+    return conv2d_nchw_im2col(
+        x.astype("float64"), w.astype("float64"), stride, padding, dilation, groups
+    )
 
 
 # (batch, channels, height, width, out_channels, kernel, stride, padding, dilation, groups)

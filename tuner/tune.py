@@ -31,12 +31,12 @@ from db import Database, TuningRecord
 from db.records import canonical_trace, trace_hash
 from tuner import search
 from tuner import space as spaces
+from tuner.measurement import to_measurement
 from tuner.progress import Progress
 from tuner.search import MeasureCandidate, MeasureResult, SearchStrategy
 from tuner.task import TuneTask
 from tuner.transfer import similar_workloads
 from workers import Candidate, RunResult, Workers
-from workers.records import to_measurement
 
 RECORD_PAGE = 1000
 
@@ -142,7 +142,7 @@ def tune(
                 transferred += taken
                 similar += 1 if taken else 0
         loop.restored = restored
-        loop.known = {r.trace_hash: r.mean_seconds for r in stored}
+        loop.known = {r.trace_hash: MeasureResult(r.mean_seconds, r.error) for r in stored}
         loop.best_seconds = min((r.mean_seconds for r in stored if r.mean_seconds), default=None)
         reason = loop.run(strategy)
     if progress is not None:
@@ -177,7 +177,7 @@ class _Loop:
         self.workers = workers
         self.progress = progress
         self.workload = workload_to_json(task.func)
-        self.known: dict[str, float | None] = {}
+        self.known: dict[str, MeasureResult] = {}
         self.restored = 0
         self.best_seconds: float | None = None
         self.measured = 0
@@ -210,9 +210,9 @@ class _Loop:
         runs = self.workers.measure(candidates) if candidates else []
         self.database.commit_records(to_measurement(run) for run in runs)
         for k, run in zip(fresh, runs, strict=True):
-            self.known[digests[k]] = run.mean_seconds
+            self.known[digests[k]] = MeasureResult(run.mean_seconds, run.error)
         self._count(runs)
-        return [MeasureResult(self.known[digest]) for digest in digests]
+        return [self.known[digest] for digest in digests]
 
     def _count(self, runs: Sequence[RunResult]) -> None:
         for run in runs:

@@ -19,6 +19,7 @@ import workers
 from compiler.codegen.target import TargetError
 from compiler.workload import WorkloadError, known_ops, normalize_spec
 from db import Database, RecordError
+from db.records import status_of
 from tuner import search, space
 from tuner.progress import Progress
 from tuner.space import SpaceError
@@ -139,7 +140,7 @@ def run_records(url: str, args: argparse.Namespace) -> None:
     for record in page:
         ms = milliseconds(record.mean_seconds)
         retimed = milliseconds(record.retimed_seconds)
-        status = record.status.value
+        status = status_of(record.error_kind)
         print(
             f"{record.id:>7}  {record.workload_key[:12]}  {status:12}  {ms:>10}  {retimed:>11}  "
             f"{record.target}"

@@ -2,7 +2,7 @@
 machine (``create("local")``, the default) or on a Ray cluster (``create("ray")``).
 
 Everything in and out is plain data (``Candidate``, ``BuildResult``, ``RunResult``);
-``workers.records.to_measurement`` turns a result into a database record.
+``tuner.measurement.to_measurement`` turns a result into a database record.
 """
 
 from __future__ import annotations

@@ -4,19 +4,22 @@ A ``Builder`` turns candidates (workload JSON + trace JSON + target) into shared
 libraries; a ``Runner`` checks and times them. Everything that crosses a process
 or a host is one of the frozen dataclasses below, converted to JSON (and, for a
 library, raw bytes), so a backend can run the work anywhere without pickling
-compiler objects. A failure is a value: an ``ErrorKind`` and a message, never an
-exception that loses the candidate.
+compiler objects. A failure is a value: an ``ErrorKind`` (``compiler.errors``, shared
+with the tuner and the database) and a non-empty message, never an exception that
+loses the candidate.
 """
 
 from __future__ import annotations
 
 import abc
-import enum
 import hashlib
+import importlib
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from compiler.errors import ErrorKind
 
 if TYPE_CHECKING:
     from compiler.ir.function import PrimFunc
@@ -27,15 +30,30 @@ class WorkersError(RuntimeError):
     """A backend cannot be set up or used as asked (no such kind, no matching host)."""
 
 
-class ErrorKind(enum.Enum):
-    """How a candidate failed. The values are those of ``db.RecordStatus``, so a
-    result becomes a record without a translation table."""
+# The code a worker process runs, named "module:attribute" so that the name crosses a
+# process as text and the process imports it: a function ``Candidate -> BuildResult``,
+# and a class made with ``host=`` whose objects ``prepare`` and ``measure`` candidates.
+# A backend takes other names in their place, e.g. a subclass a test makes misbehave.
+BUILD_FUNCTION = "workers.build:build_candidate"
+MEASURER = "workers.measure:Measurer"
 
-    BUILD_ERROR = "build_error"
-    RUN_ERROR = "run_error"
-    TIMEOUT = "timeout"
-    WRONG_RESULT = "wrong_result"
-    CRASHED = "crashed"
+
+def load_hook(name: str) -> Any:
+    """The object a "module:attribute" name (``BUILD_FUNCTION``, ``MEASURER``) names."""
+    module_name, colon, attribute = name.partition(":")
+    if not colon or not module_name or not attribute:
+        raise WorkersError(f'{name!r} is not a "module:attribute" name; e.g. {BUILD_FUNCTION!r}')
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise WorkersError(
+            f"cannot import {module_name!r} (from {name!r}): {err}; put its folder on "
+            "PYTHONPATH where the workers run"
+        ) from None
+    try:
+        return getattr(module, attribute)
+    except AttributeError:
+        raise WorkersError(f"module {module_name!r} has no {attribute!r} (from {name!r})") from None
 
 
 @dataclass(frozen=True)
@@ -114,6 +132,8 @@ def _check_outcome(owner: str, has_value: bool, kind: ErrorKind | None, error: s
             f"{owner} holds either a value or an error kind with a message, never both or "
             f"neither; got value={has_value}, error_kind={kind}, error={error!r}"
         )
+    if error is not None and not error.strip():
+        raise ValueError(f"{owner}: a {kind} failure needs a message saying what went wrong")
 
 
 @dataclass(frozen=True)

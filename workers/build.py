@@ -9,41 +9,41 @@ import tempfile
 import time
 
 import compiler
+from compiler.errors import CompilerError, ErrorKind
 from compiler.runtime import Module
 from compiler.schedule.trace import Trace
 from compiler.workload_key import workload_from_json
-from workers.base import Artifact, BuildResult, Candidate, ErrorKind
-from workers.faults import BUILD_FAULTS, requested_fault, trigger
+from workers.base import Artifact, BuildResult, Candidate
 
 
-def build_candidate(candidate: Candidate, *, faults: bool = False) -> BuildResult:
-    """The candidate's artifact, or a BUILD_ERROR naming what failed.
+def build_candidate(candidate: Candidate) -> BuildResult:
+    """The candidate's artifact, a BUILD_ERROR when the compiler refuses it (any
+    ``CompilerError``: an illegal trace, a malformed workload), or an INTERNAL error
+    when anything else is raised, which is a bug of tensortune's.
 
-    This is an isolation boundary: any exception, not only ScheduleError or
-    WorkloadError, becomes the candidate's record, because a compiler bug met by
-    one candidate must not take the batch down with it. ``faults`` enables the
-    test-only hook of ``workers.faults``.
+    This is an isolation boundary: any exception becomes the candidate's record,
+    because a compiler bug met by one candidate must not take the batch down with it.
     """
     start = time.perf_counter()
     try:
-        artifact = _build(candidate, faults)
+        artifact = _build(candidate)
+    except CompilerError as err:
+        return _failed(candidate, ErrorKind.BUILD_ERROR, err, start)
     except Exception as err:  # noqa: BLE001 - see the docstring
-        message = f"{type(err).__name__}: {err}"
-        return BuildResult.failed(
-            candidate, ErrorKind.BUILD_ERROR, message, time.perf_counter() - start
-        )
+        return _failed(candidate, ErrorKind.INTERNAL, err, start)
     return BuildResult(candidate, artifact, seconds=time.perf_counter() - start)
 
 
-def _build(candidate: Candidate, faults: bool) -> Artifact:
+def _failed(candidate: Candidate, kind: ErrorKind, err: Exception, start: float) -> BuildResult:
+    message = f"{type(err).__name__}: {err}"
+    return BuildResult.failed(candidate, kind, message, time.perf_counter() - start)
+
+
+def _build(candidate: Candidate) -> Artifact:
     func = workload_from_json(candidate.workload)
     trace = Trace.from_json(candidate.trace)
     sch = compiler.Schedule(func)
     trace.apply_to_schedule(sch)
-    if faults:
-        fault = requested_fault(candidate.trace)
-        if fault in BUILD_FAULTS:
-            trigger(fault)
     module = compiler.build(sch.mod, target=candidate.target)
     function = module.entry_name
     signature = module[function].signature.to_json()

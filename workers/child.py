@@ -1,10 +1,12 @@
-"""The body of a local worker process: ``python -m workers.child ROLE READ_FD WRITE_FD``.
+"""The body of a local worker process:
+``python -m workers.child ROLE READ_FD WRITE_FD HOOK``.
 
-ROLE ``build`` answers ``build`` requests; ROLE ``run`` answers ``prepare`` and
-``measure``. The environment is read here, once: whether the test-only fault hook
-is on. The process ends when the parent closes its end of the request pipe, or
-when the parent itself is gone (a watchdog thread notices), so a child never
-outlives the process that owns it, even one stuck in a hung kernel.
+ROLE ``build`` answers ``build`` requests with the build function HOOK names; ROLE
+``run`` answers ``prepare`` and ``measure`` with a measurer of the class HOOK names
+(a "module:attribute" name, see ``workers.base.load_hook``). The process ends when
+the parent closes its end of the request pipe, or when the parent itself is gone (a
+watchdog thread notices), so a child never outlives the process that owns it, even
+one stuck in a hung kernel.
 """
 
 from __future__ import annotations
@@ -18,22 +20,20 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
-from workers.base import BuildResult, Candidate, MeasureConfig
-from workers.faults import faults_enabled
+from workers.base import BuildResult, Candidate, MeasureConfig, load_hook
 from workers.process import receive, send
 
 PARENT_CHECK_SECONDS = 1.0
 
 
 def main(argv: list[str]) -> int:
-    role, read_fd, write_fd = argv
+    role, read_fd, write_fd, hook = argv
     if role not in ("build", "run"):
         raise SystemExit(f"workers.child: role must be 'build' or 'run', got {role!r}")
-    faults = faults_enabled()
     requests = Connection(int(read_fd), writable=False)
     replies = Connection(int(write_fd), readable=False)
     _watch_parent(os.getppid())
-    handle = _builder(faults) if role == "build" else _runner(faults)
+    handle = _builder(load_hook(hook)) if role == "build" else _runner(load_hook(hook))
     while True:
         try:
             header, payload = receive(requests)
@@ -47,22 +47,18 @@ Message = tuple[dict[str, Any], bytes | None]  # a JSON header and maybe a paylo
 Handler = Callable[[dict[str, Any], bytes | None], Message]
 
 
-def _builder(faults: bool) -> Handler:
-    from workers.build import build_candidate
-
+def _builder(build_candidate: Callable[[Candidate], BuildResult]) -> Handler:
     def handle(
         header: dict[str, Any], payload: bytes | None
     ) -> tuple[dict[str, Any], bytes | None]:
-        result = build_candidate(Candidate.from_json(header["candidate"]), faults=faults)
+        result = build_candidate(Candidate.from_json(header["candidate"]))
         return result.header(), None if result.artifact is None else result.artifact.library
 
     return handle
 
 
-def _runner(faults: bool) -> Handler:
-    from workers.measure import Measurer
-
-    measurer = Measurer(faults=faults, host=socket.gethostname())
+def _runner(measurer_class: Callable[..., Any]) -> Handler:
+    measurer = measurer_class(host=socket.gethostname())
 
     def handle(
         header: dict[str, Any], payload: bytes | None

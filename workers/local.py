@@ -16,16 +16,19 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from multiprocessing.connection import wait
 
+from compiler.errors import ErrorKind
 from workers.base import (
+    BUILD_FUNCTION,
+    MEASURER,
     RUNNER_ENV,
     Builder,
     BuildResult,
     Candidate,
-    ErrorKind,
     MeasureConfig,
     Runner,
     RunResult,
     Workers,
+    load_hook,
 )
 from workers.process import Died, Reply, TimedOut, WorkerProcess
 
@@ -36,27 +39,42 @@ def create_local(
     build_timeout_s: float = 30.0,
     config: MeasureConfig | None = None,
     candidates_per_process: int = 500,
+    build_function: str = BUILD_FUNCTION,
+    measurer: str = MEASURER,
 ) -> Workers:
     """``max_workers`` builder processes (default: one per core), each build bounded by
     ``build_timeout_s``; one runner measuring as ``config`` says, replaced after
-    ``candidates_per_process`` candidates."""
-    builder = LocalBuilder(max_workers=max_workers, timeout_s=build_timeout_s)
-    runner = LocalRunner(config=config, candidates_per_process=candidates_per_process)
+    ``candidates_per_process`` candidates. ``build_function`` and ``measurer`` name
+    the code the processes run (see ``workers.base.load_hook``)."""
+    builder = LocalBuilder(
+        max_workers=max_workers, timeout_s=build_timeout_s, build_function=build_function
+    )
+    runner = LocalRunner(
+        config=config, candidates_per_process=candidates_per_process, measurer=measurer
+    )
     return Workers(builder, runner)
 
 
 class LocalBuilder(Builder):
     """``max_workers`` builder processes (default: one per core); ``timeout_s`` bounds
-    each candidate's build, including a fresh process's start-up."""
+    each candidate's build, including a fresh process's start-up; ``build_function``
+    names what the processes call on each candidate."""
 
-    def __init__(self, *, max_workers: int | None = None, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        *,
+        max_workers: int | None = None,
+        timeout_s: float = 30.0,
+        build_function: str = BUILD_FUNCTION,
+    ) -> None:
         count = max_workers if max_workers is not None else (os.cpu_count() or 1)
         if count < 1:
             raise ValueError(f"LocalBuilder: max_workers must be at least 1, got {count}")
         if not timeout_s > 0:
             raise ValueError(f"LocalBuilder: timeout_s must be positive, got {timeout_s}")
+        load_hook(build_function)
         self.timeout_s = timeout_s
-        self._workers = [WorkerProcess("build") for _ in range(count)]
+        self._workers = [WorkerProcess("build", build_function) for _ in range(count)]
 
     def stream(self, candidates: Sequence[Candidate]) -> Iterator[tuple[int, BuildResult]]:
         pending = deque(enumerate(candidates))
@@ -113,10 +131,15 @@ class LocalBuilder(Builder):
 class LocalRunner(Runner):
     """One runner process that checks and times candidates one at a time. It is
     replaced after ``candidates_per_process`` candidates, since a process keeps
-    every library it has loaded mapped until it ends."""
+    every library it has loaded mapped until it ends. ``measurer`` names the class
+    that measures in the process."""
 
     def __init__(
-        self, *, config: MeasureConfig | None = None, candidates_per_process: int = 500
+        self,
+        *,
+        config: MeasureConfig | None = None,
+        candidates_per_process: int = 500,
+        measurer: str = MEASURER,
     ) -> None:
         if candidates_per_process < 1:
             raise ValueError(
@@ -125,7 +148,8 @@ class LocalRunner(Runner):
             )
         self.config = config or MeasureConfig()
         self.candidates_per_process = candidates_per_process
-        self._worker = WorkerProcess("run", RUNNER_ENV)
+        load_hook(measurer)
+        self._worker = WorkerProcess("run", measurer, RUNNER_ENV)
 
     def stream(self, builds: Sequence[BuildResult]) -> Iterator[tuple[int, RunResult]]:
         for index, build in enumerate(builds):

@@ -10,31 +10,30 @@ workload) and ``measure`` (load, check, time).
 from __future__ import annotations
 
 import json
-import math
 import os
 import tempfile
-import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
+from compiler.errors import ErrorKind
 from compiler.runtime import Function, load_module
+from compiler.runtime.profiling import time_raw
 from compiler.workload import normalize_spec, workload_from_spec
 from compiler.workload_key import workload_from_json, workload_key
-from workers.base import BuildResult, Candidate, ErrorKind, MeasureConfig, RunResult
-from workers.faults import Fault, requested_fault, trigger
-from workers.reference import Reference, make_reference
+from workers.base import BuildResult, Candidate, MeasureConfig, RunResult
+from workers.check import Reference, make_reference
 
 
 class Measurer:
-    """``faults`` enables the test-only hook of ``workers.faults``; ``host`` names
-    where results were measured. At most ``max_references`` workloads' references
-    are kept (least recently used first out)."""
+    """``host`` names where results were measured. At most ``max_references``
+    workloads' references are kept (least recently used first out).
 
-    def __init__(self, *, faults: bool, host: str, max_references: int = 8) -> None:
-        self.faults = faults
+    A backend makes its measurer from a "module:attribute" name (``MEASURER``
+    unless told otherwise), so a subclass can stand in for it, e.g. in tests."""
+
+    def __init__(self, *, host: str, max_references: int = 8) -> None:
         self.host = host
         self.max_references = max_references
         self._references: OrderedDict[str, Reference | str] = OrderedDict()
@@ -63,40 +62,34 @@ class Measurer:
             return self._failed(candidate, ErrorKind.RUN_ERROR, reason)
         reference = self._references[candidate.reference_key]
         assert isinstance(reference, Reference)
-        fault = requested_fault(candidate.trace) if self.faults else None
         try:
             function = _load(build.artifact.library, build.artifact.function)
             arrays = reference.fresh_arguments()
-            if fault is not None and fault is not Fault.CORRUPT:
-                trigger(fault)
             function(*arrays)
-            if fault is Fault.CORRUPT:
-                _corrupt(arrays, reference)
             mismatch = reference.mismatch(arrays, config.tolerance)
             if mismatch is not None:
                 return self._failed(candidate, ErrorKind.WRONG_RESULT, mismatch)
-            run_times, number = self._time(function, arrays, config)
+            timing = time_raw(
+                function.raw,
+                function.signature.bind(arrays),
+                config.number,
+                config.repeat,
+                config.min_repeat_ms,
+                warmup=config.warmup,
+                before_repeat=self._flusher(config),
+            )
         except Exception as err:  # noqa: BLE001 - one candidate's failure is its record
             return self._failed(candidate, ErrorKind.RUN_ERROR, f"{type(err).__name__}: {err}")
-        return RunResult(candidate, run_times, number, worker_host=self.host)
+        return RunResult(candidate, timing.results, timing.number, worker_host=self.host)
 
     def _failed(self, candidate: Candidate, kind: ErrorKind, message: str) -> RunResult:
         return RunResult.failed(candidate, kind, message, self.host)
 
-    def _time(
-        self, function: Function, arrays: Sequence[np.ndarray], config: MeasureConfig
-    ) -> tuple[tuple[float, ...], int]:
-        raw = function.raw
-        args = function.signature.bind(arrays)
-        for _ in range(config.warmup):
-            raw(*args)
-        number = _calibrate(raw, args, config.number, config.min_repeat_ms)
-        results = []
-        for _ in range(config.repeat):
-            if config.flush_cache:
-                self._flush(config.flush_bytes)
-            results.append(_time_loop(raw, args, number) / number)
-        return tuple(results), number
+    def _flusher(self, config: MeasureConfig) -> Callable[[], None] | None:
+        """What runs before each timed repeat: a cache flush when the config asks."""
+        if not config.flush_cache:
+            return None
+        return lambda: self._flush(config.flush_bytes)
 
     def _flush(self, nbytes: int) -> None:
         """Write over a buffer larger than the caches, so the next run starts cold."""
@@ -133,28 +126,3 @@ def _load(library: bytes, function_name: str) -> Function:
         return load_module(path)[function_name]
     finally:
         os.unlink(path)
-
-
-def _corrupt(arrays: Sequence[np.ndarray], reference: Reference) -> None:
-    for index in reference.expected:
-        flat = arrays[index].reshape(-1)
-        flat[flat.size // 2] += 1
-
-
-def _calibrate(raw: Callable[..., Any], args: Sequence[Any], number: int, min_ms: float) -> int:
-    """The smallest ``number`` (from the configured one up) whose loop takes min_ms."""
-    if min_ms <= 0:
-        return number
-    while True:
-        elapsed = _time_loop(raw, args, number)
-        if elapsed * 1e3 >= min_ms:
-            return number
-        per_call_ms = max(elapsed * 1e3 / number, 1e-6)
-        number = max(math.ceil(min_ms / per_call_ms * 1.1), math.ceil(number * 1.618))
-
-
-def _time_loop(raw: Callable[..., Any], args: Sequence[Any], number: int) -> float:
-    start = time.perf_counter()
-    for _ in range(number):
-        raw(*args)
-    return time.perf_counter() - start

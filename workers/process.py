@@ -61,7 +61,8 @@ def receive(conn: Connection) -> tuple[dict[str, Any], bytes | None]:
 
 
 class WorkerProcess:
-    """One child process of ``role`` ("build" or "run"), replaced on demand.
+    """One child process of ``role`` ("build" or "run") running the code ``hook`` names
+    (``workers.base.BUILD_FUNCTION`` or ``MEASURER``, or a stand-in), replaced on demand.
 
     ``prepared`` is the parent's note of which workloads the current child already
     holds a reference for, ``served`` of how many requests its owner counted; a
@@ -69,8 +70,9 @@ class WorkerProcess:
     environment as it was when this object was made, with ``env`` on top.
     """
 
-    def __init__(self, role: str, env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, role: str, hook: str, env: Mapping[str, str] | None = None) -> None:
         self.role = role
+        self.hook = hook
         self.prepared: set[str] = set()
         self.served = 0
         self._env = {**os.environ, **(env or {})}
@@ -82,7 +84,7 @@ class WorkerProcess:
         child_read, parent_write = os.pipe()
         parent_read, child_write = os.pipe()
         command = [sys.executable, "-m", "workers.child", self.role]
-        command += [str(child_read), str(child_write)]
+        command += [str(child_read), str(child_write), self.hook]
         try:
             self._process = subprocess.Popen(
                 command,
@@ -122,13 +124,18 @@ class WorkerProcess:
 
     def call(self, header: Mapping[str, Any], payload: bytes | None, timeout_s: float) -> Outcome:
         """Send a request and wait for its reply, for at most ``timeout_s``. A child
-        that died or timed out is replaced before this returns."""
-        if not self.send(header, payload):
-            outcome: Outcome = Died(self._exit_description())
-        elif not self._replies.poll(timeout_s):
-            outcome = TimedOut(timeout_s)
-        else:
-            outcome = self.receive()
+        that died or timed out is replaced before this returns; so is one whose wait
+        was interrupted (Ctrl-C), since its late reply would answer the next request."""
+        try:
+            if not self.send(header, payload):
+                outcome: Outcome = Died(self._exit_description())
+            elif not self._replies.poll(timeout_s):
+                outcome = TimedOut(timeout_s)
+            else:
+                outcome = self.receive()
+        except BaseException:
+            self.replace()
+            raise
         if not isinstance(outcome, Reply):
             self.replace()
         return outcome

@@ -28,19 +28,21 @@ import ray
 from ray.exceptions import ActorUnavailableError, RayError, RayTaskError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from compiler.errors import ErrorKind
 from workers.base import (
+    BUILD_FUNCTION,
+    MEASURER,
     RUNNER_ENV,
     Builder,
     BuildResult,
     Candidate,
-    ErrorKind,
     MeasureConfig,
     Runner,
     RunResult,
     Workers,
     WorkersError,
+    load_hook,
 )
-from workers.faults import faults_enabled
 
 
 def connect(address: str | None, num_cpus: int | None = None) -> bool:
@@ -67,19 +69,26 @@ def create_ray(
     node_retries: int = 2,
     candidates_per_actor: int = 500,
     config: MeasureConfig | None = None,
+    build_function: str = BUILD_FUNCTION,
+    measurer: str = MEASURER,
 ) -> Workers:
     """Connect (see ``connect``), then a RayBuilder and a RayRunner; closing the
-    Workers disconnects again if this call connected."""
+    Workers disconnects again if this call connected. ``build_function`` and
+    ``measurer`` name the code the tasks and actors run (``workers.base.load_hook``)."""
     connected = connect(address, num_cpus)
     try:
         builder = RayBuilder(
-            timeout_s=build_timeout_s, max_in_flight=max_in_flight, resources=build_resources
+            timeout_s=build_timeout_s,
+            max_in_flight=max_in_flight,
+            resources=build_resources,
+            build_function=build_function,
         )
         runner = RayRunner(
             config=config,
             resource=runner_resource,
             node_retries=node_retries,
             candidates_per_actor=candidates_per_actor,
+            measurer=measurer,
         )
     except BaseException:
         if connected:
@@ -93,16 +102,17 @@ def alive_nodes() -> list[dict[str, Any]]:
 
 
 @ray.remote(max_retries=0)
-def _build_task(candidate: dict[str, Any]) -> tuple[dict[str, Any], bytes | None]:
-    from workers.build import build_candidate
-
-    result = build_candidate(Candidate.from_json(candidate), faults=faults_enabled())
+def _build_task(
+    candidate: dict[str, Any], build_function: str
+) -> tuple[dict[str, Any], bytes | None]:
+    result = load_hook(build_function)(Candidate.from_json(candidate))
     return result.header(), None if result.artifact is None else result.artifact.library
 
 
 class RayBuilder(Builder):
     """Builds each candidate as a Ray task with ``resources`` (default: one CPU), at
-    most ``max_in_flight`` at once (default: the cluster's CPUs)."""
+    most ``max_in_flight`` at once (default: the cluster's CPUs), calling the function
+    ``build_function`` names."""
 
     def __init__(
         self,
@@ -110,9 +120,12 @@ class RayBuilder(Builder):
         timeout_s: float = 30.0,
         max_in_flight: int | None = None,
         resources: Mapping[str, float] | None = None,
+        build_function: str = BUILD_FUNCTION,
     ) -> None:
         if not timeout_s > 0:
             raise ValueError(f"RayBuilder: timeout_s must be positive, got {timeout_s}")
+        load_hook(build_function)
+        self.build_function = build_function
         self.timeout_s = timeout_s
         cpus = int(ray.cluster_resources().get("CPU", 1))
         self.max_in_flight = max(1, max_in_flight if max_in_flight is not None else cpus)
@@ -127,7 +140,7 @@ class RayBuilder(Builder):
             while pending or in_flight:
                 while pending and len(in_flight) < self.max_in_flight:
                     index = pending.popleft()
-                    ref = self._task.remote(candidates[index].to_json())
+                    ref = self._task.remote(candidates[index].to_json(), self.build_function)
                     deadline = time.monotonic() + self.timeout_s
                     in_flight[ref] = (index, deadline)
                 earliest = min(deadline for _, deadline in in_flight.values())
@@ -154,7 +167,8 @@ class RayBuilder(Builder):
         try:
             header, library = ray.get(ref)
         except RayTaskError as err:
-            return BuildResult.failed(candidate, ErrorKind.BUILD_ERROR, f"build task failed: {err}")
+            message = f"the build function raised instead of returning a result: {err}"
+            return BuildResult.failed(candidate, ErrorKind.INTERNAL, message)
         except RayError as err:
             if may_retry and nodes - _node_ids():
                 return None
@@ -181,14 +195,11 @@ class RayBuilder(Builder):
 
 @ray.remote
 class _RunnerActor:
-    """Measures candidates on its node. The fault hook's switch is read here, where
-    the actor's process starts."""
+    """Measures candidates on its node with a measurer of the class ``measurer`` names."""
 
-    def __init__(self, host: str) -> None:
+    def __init__(self, host: str, measurer: str) -> None:
         _undo_ray_thread_limit()
-        from workers.measure import Measurer
-
-        self._measurer = Measurer(faults=faults_enabled(), host=host)
+        self._measurer = load_hook(measurer)(host=host)
 
     def ping(self) -> bool:
         return True
@@ -235,7 +246,7 @@ class RayRunner(Runner):
     its host counts as lost; a lost host's candidates move to other hosts, each at
     most ``node_retries`` times. An actor is replaced by a fresh one on its node after
     ``candidates_per_actor`` candidates, since a process keeps every library it has
-    loaded mapped until it ends.
+    loaded mapped until it ends. ``measurer`` names the class that measures in an actor.
     """
 
     def __init__(
@@ -246,11 +257,14 @@ class RayRunner(Runner):
         node_retries: int = 2,
         revive_timeout_s: float = 30.0,
         candidates_per_actor: int = 500,
+        measurer: str = MEASURER,
     ) -> None:
         if candidates_per_actor < 1:
             raise ValueError(
                 f"RayRunner: candidates_per_actor must be at least 1, got {candidates_per_actor}"
             )
+        load_hook(measurer)
+        self.measurer = measurer
         self.config = config or MeasureConfig()
         self.node_retries = node_retries
         self.revive_timeout_s = revive_timeout_s
@@ -266,17 +280,15 @@ class RayRunner(Runner):
             )
         self._slots = [self._place(node) for node in nodes]
 
-    @staticmethod
-    def _place(node: Mapping[str, Any]) -> _Slot:
+    def _place(self, node: Mapping[str, Any]) -> _Slot:
         node_id = node["NodeID"]
         host = f"{node['NodeManagerAddress']}/{node_id[:12]}"
-        return _Slot(_new_actor(node_id, host), node_id, host)
+        return _Slot(_new_actor(node_id, host, self.measurer), node_id, host)
 
-    @staticmethod
-    def _renew(slot: _Slot) -> None:
+    def _renew(self, slot: _Slot) -> None:
         """A fresh actor on the slot's node in place of the old one."""
         ray.kill(slot.actor, no_restart=True)
-        slot.actor = _new_actor(slot.node_id, slot.host)
+        slot.actor = _new_actor(slot.node_id, slot.host, self.measurer)
         slot.prepared.clear()
         slot.served = 0
 
@@ -359,7 +371,7 @@ class RayRunner(Runner):
             value = ray.get(ref)
         except RayTaskError as err:
             slot.task = None
-            yield task.index, self._failed(slot, candidate, ErrorKind.RUN_ERROR, str(err))
+            yield task.index, self._failed(slot, candidate, ErrorKind.INTERNAL, str(err))
             return
         except RayError as err:  # the actor died, or its node
             if task.phase == "revive":
@@ -462,7 +474,7 @@ class RayRunner(Runner):
                 slot.alive = False
 
 
-def _new_actor(node_id: str, host: str) -> Any:
+def _new_actor(node_id: str, host: str, measurer: str) -> Any:
     """A runner actor pinned to ``node_id``, restarted there when it dies."""
     return _RunnerActor.options(  # type: ignore[attr-defined]
         scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
@@ -470,7 +482,7 @@ def _new_actor(node_id: str, host: str) -> Any:
         max_restarts=-1,
         max_task_retries=0,
         runtime_env={"env_vars": RUNNER_ENV},
-    ).remote(host)
+    ).remote(host, measurer)
 
 
 def _undo_ray_thread_limit() -> None:

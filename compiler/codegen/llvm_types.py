@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import struct
 
+from compiler.errors import CompilerError
 from compiler.ir import expr as E
 
 
-class CodegenError(Exception):
+class CodegenError(CompilerError):
     """IR that the LLVM code generator cannot translate; the message names the node."""
 
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 
+from compiler.errors import CompilerError
+
 TARGET_FORMS = (
     '"llvm" (the host CPU)',
     '"llvm -mcpu=<cpu>"',
@@ -23,7 +25,7 @@ TARGET_FORMS = (
 )
 
 
-class TargetError(ValueError):
+class TargetError(CompilerError, ValueError):
     """A target string that cannot be parsed."""
 
 

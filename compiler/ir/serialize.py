@@ -38,6 +38,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from compiler.errors import CompilerError
 from compiler.ir import expr as E
 from compiler.ir.buffer import Buffer
 from compiler.ir.function import PrimFunc
@@ -144,7 +145,7 @@ _ACCEPTS = {
 _LISTS = {"exprs": "expr", "stmts": "stmt", "iter_vars": "iter_var"}
 
 
-class IRFormatError(ValueError):
+class IRFormatError(CompilerError, ValueError):
     """A JSON document that is not a valid PrimFunc (or a function that cannot be
     written as one); the message starts with the JSON path of the bad field."""
 

@@ -10,11 +10,12 @@ import shutil
 import subprocess
 import tempfile
 
+from compiler.errors import CompilerError
 from compiler.runtime.module import Function, Module
 from compiler.runtime.signature import SIGNATURES_SYMBOL, FuncSignature
 
 
-class ExportError(RuntimeError):
+class ExportError(CompilerError, RuntimeError):
     """Linking or loading a shared library failed; the message has the linker output."""
 
 

@@ -44,23 +44,40 @@ def time_raw(
     number: int,
     repeat: int,
     min_repeat_ms: float,
+    *,
+    warmup: int = 1,
+    before_repeat: Callable[[], None] | None = None,
 ) -> ProfileResult:
-    """Time ``raw(*args)``: one warm-up call, then ``repeat`` timed loops of ``number``
-    calls each. With ``min_repeat_ms``, ``number`` first grows until one loop takes
-    at least that long, so short kernels are not timed below the clock's resolution."""
+    """Time ``raw(*args)``: ``warmup`` untimed calls, then ``repeat`` timed loops of
+    ``number`` calls each. With ``min_repeat_ms``, ``number`` first grows (in untimed
+    loops, which warm up too) until one loop takes at least that long, so short
+    kernels are not timed below the clock's resolution. ``before_repeat`` runs before
+    each timed loop, outside the timing: a tuner's runner flushes the caches there."""
     if number < 1 or repeat < 1:
         raise ValueError(f"number ({number}) and repeat ({repeat}) must be at least 1")
-    raw(*args)
+    if warmup < 0:
+        raise ValueError(f"warmup must not be negative, got {warmup}")
+    for _ in range(warmup):
+        raw(*args)
+    number = _calibrate(raw, args, number, min_repeat_ms)
     results = []
     for _ in range(repeat):
-        while True:
-            elapsed = _time_loop(raw, args, number)
-            if elapsed * 1e3 >= min_repeat_ms:
-                break
-            per_run_ms = max(elapsed * 1e3 / number, 1e-6)
-            number = max(math.ceil(min_repeat_ms / per_run_ms * 1.1), math.ceil(number * 1.618))
-        results.append(elapsed / number)
+        if before_repeat is not None:
+            before_repeat()
+        results.append(_time_loop(raw, args, number) / number)
     return ProfileResult(tuple(results), number)
+
+
+def _calibrate(raw: Callable[..., Any], args: Sequence[Any], number: int, min_ms: float) -> int:
+    """The smallest ``number`` (from the given one up) whose loop takes ``min_ms``."""
+    if min_ms <= 0:
+        return number
+    while True:
+        elapsed = _time_loop(raw, args, number)
+        if elapsed * 1e3 >= min_ms:
+            return number
+        per_call_ms = max(elapsed * 1e3 / number, 1e-6)
+        number = max(math.ceil(min_ms / per_call_ms * 1.1), math.ceil(number * 1.618))
 
 
 def _time_loop(raw: Callable[..., Any], args: Sequence[Any], number: int) -> float:

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from compiler.errors import CompilerError
 from compiler.ir import expr as E
 from compiler.ir.analysis import buffers_written
 from compiler.ir.expr import PrimExpr
@@ -24,7 +25,7 @@ from compiler.ir.function import PrimFunc
 SIGNATURES_SYMBOL = "tensortune_signatures"
 
 
-class RuntimeArgumentError(ValueError):
+class RuntimeArgumentError(CompilerError, ValueError):
     """Arguments that do not match the kernel's parameters; the message names the
     parameter, what it expects and what it got."""
 

@@ -6,12 +6,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from compiler.errors import CompilerError
 from compiler.ir.expr import PrimExpr, convert
 from compiler.ir.node import Node
 from compiler.ir.stmt import IterVar
 
 
-class TensorError(ValueError):
+class TensorError(CompilerError, ValueError):
     """A tensor expression that cannot be built: wrong arity, bad shape, misplaced reduction."""
 
 

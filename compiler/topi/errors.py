@@ -1,7 +1,9 @@
 """The one error the operator library raises for arguments it cannot compute."""
 
+from compiler.errors import CompilerError
 
-class OperatorError(ValueError):
+
+class OperatorError(CompilerError, ValueError):
     """An operator called with inputs it cannot compute.
 
     The message starts with the operator's name and names the offending argument,

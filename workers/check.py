@@ -2,9 +2,9 @@
 for them, and the comparison that decides ``wrong_result``.
 
 The reference comes from numpy when the workload came from an operator spec that
-has an entry in ``NUMPY_REFERENCES`` (computed in float64, so it is the exact
-answer up to the inputs' rounding), else from the workload's unscheduled build
-(its loops exactly as written, one thread). Inputs are random and never zero:
+has an entry in ``compiler.topi.reference.NUMPY_REFERENCES`` (computed in float64,
+so it is the exact answer up to the inputs' rounding), else from the workload's
+unscheduled build (its loops exactly as written, one thread). Inputs are random and never zero:
 values in +-[0.5, 1.5], or [0.5, 1.5] for ops that need a positive domain, so a
 candidate that skips a term, drops a sign or reads a neighbour cannot pass by
 luck. Every parameter, outputs included, starts from the same seeded values, so a
@@ -13,7 +13,7 @@ candidate that leaves part of an output unwritten is caught too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,22 +21,14 @@ import numpy as np
 
 from compiler.ir.function import PrimFunc
 from compiler.runtime.signature import FuncSignature, ParamSpec
+from compiler.topi.reference import NUMPY_REFERENCES
+from workers.base import WorkersError
 
 # Largest accepted error relative to the largest reference value, by dtype: float32
 # sums over thousands of terms in another order differ by about 1e-6 of the scale.
 TOLERANCES = {"float16": 1e-2, "float32": 1e-4, "float64": 1e-10}
 
 Arrays = Sequence[np.ndarray]
-NumpyFn = Callable[..., list[np.ndarray]]
-
-
-@dataclass(frozen=True)
-class NumpyReference:
-    """The outputs of an op from its inputs (as float64) and its spec's args;
-    ``positive`` says its inputs must be drawn from [0.5, 1.5]."""
-
-    compute: NumpyFn
-    positive: bool = False
 
 
 @dataclass(frozen=True)
@@ -62,7 +54,7 @@ class Reference:
         return None
 
 
-class ReferenceError(RuntimeError):
+class NoReferenceError(WorkersError):
     """The reference for a workload could not be computed; the message says why."""
 
 
@@ -74,7 +66,7 @@ def make_reference(func: PrimFunc, spec: Mapping[str, Any] | None, seed: int) ->
 
     signature = FuncSignature.from_prim_func("main", "main", func)
     if signature.size_vars:
-        raise ReferenceError(
+        raise NoReferenceError(
             f"the workload has symbolic sizes {list(signature.size_vars)}; a runner needs "
             "concrete shapes to make inputs, so measure a workload with fixed sizes"
         )
@@ -87,7 +79,7 @@ def make_reference(func: PrimFunc, spec: Mapping[str, Any] | None, seed: int) ->
         inputs = [a.astype(np.float64) for k, a in enumerate(arguments) if k not in written]
         outputs = numpy_ref.compute(*inputs, **spec["args"])
         if len(outputs) != len(written):
-            raise ReferenceError(
+            raise NoReferenceError(
                 f"numpy reference for {spec['op']} gave {len(outputs)} outputs, the workload "
                 f"writes {len(written)}"
             )
@@ -147,100 +139,3 @@ def _compare(
         f"largest error {relative:.3g} of the largest reference value {scale:.3g}, over the "
         f"tolerance {tolerance:g}; at {at}: got {got[at]}, expected {expected[at]}"
     )
-
-
-# ---- numpy references, by op name: (inputs..., **args) -> [outputs] ----------------------
-
-
-def _axes(axis: Any) -> Any:
-    return tuple(axis) if isinstance(axis, list) else axis
-
-
-def _matmul(
-    a: np.ndarray, b: np.ndarray, *, transpose_a: bool, transpose_b: bool, **_: Any
-) -> list[np.ndarray]:
-    return [(a.T if transpose_a else a) @ (b.T if transpose_b else b)]
-
-
-def _batch_matmul(a: np.ndarray, b: np.ndarray, **_: Any) -> list[np.ndarray]:
-    return [a @ b]
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
-
-
-_ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "none": lambda x: x,
-    "relu": lambda x: np.maximum(x, 0.0),
-    "sigmoid": _sigmoid,
-}
-
-
-def _dense(
-    x: np.ndarray, w: np.ndarray, *rest: np.ndarray, activation: str, **_: Any
-) -> list[np.ndarray]:
-    out = x @ w.T
-    if rest:
-        out = out + rest[0]
-    return [_ACTIVATIONS[activation](out)]
-
-
-def _unary(fn: Callable[[np.ndarray], np.ndarray]) -> NumpyFn:
-    return lambda x, **_: [fn(x)]
-
-
-def _binary(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> NumpyFn:
-    return lambda a, b, **_: [fn(a, b)]
-
-
-def _reduction(fn: Callable[..., np.ndarray]) -> NumpyFn:
-    return lambda x, *, axis, keepdims, **_: [fn(x, axis=_axes(axis), keepdims=keepdims)]
-
-
-def _softmax(x: np.ndarray, *, axis: int, **_: Any) -> list[np.ndarray]:
-    shifted = np.exp(x - x.max(axis=axis, keepdims=True))
-    return [shifted / shifted.sum(axis=axis, keepdims=True)]
-
-
-def _log_softmax(x: np.ndarray, *, axis: int, **_: Any) -> list[np.ndarray]:
-    shifted = x - x.max(axis=axis, keepdims=True)
-    return [shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))]
-
-
-def _transpose(x: np.ndarray, *, axes: Any, **_: Any) -> list[np.ndarray]:
-    return [np.transpose(x, _axes(axes))]
-
-
-def _reshape(x: np.ndarray, *, newshape: list[int], **_: Any) -> list[np.ndarray]:
-    return [np.reshape(x, newshape)]
-
-
-NUMPY_REFERENCES: dict[str, NumpyReference] = {
-    "matmul": NumpyReference(_matmul),
-    "batch_matmul": NumpyReference(_batch_matmul),
-    "dense": NumpyReference(_dense),
-    "relu": NumpyReference(_unary(_ACTIVATIONS["relu"])),
-    "sigmoid": NumpyReference(_unary(_sigmoid)),
-    "exp": NumpyReference(_unary(np.exp)),
-    "log": NumpyReference(_unary(np.log), positive=True),
-    "sqrt": NumpyReference(_unary(np.sqrt), positive=True),
-    "tanh": NumpyReference(_unary(np.tanh)),
-    "abs": NumpyReference(_unary(np.abs)),
-    "negative": NumpyReference(_unary(np.negative)),
-    "add": NumpyReference(_binary(np.add)),
-    "subtract": NumpyReference(_binary(np.subtract)),
-    "multiply": NumpyReference(_binary(np.multiply)),
-    "divide": NumpyReference(_binary(np.divide)),
-    "maximum": NumpyReference(_binary(np.maximum)),
-    "minimum": NumpyReference(_binary(np.minimum)),
-    "power": NumpyReference(_binary(np.power), positive=True),
-    "sum": NumpyReference(_reduction(np.sum)),
-    "max": NumpyReference(_reduction(np.max)),
-    "min": NumpyReference(_reduction(np.min)),
-    "mean": NumpyReference(_reduction(np.mean)),
-    "softmax": NumpyReference(_softmax),
-    "log_softmax": NumpyReference(_log_softmax),
-    "transpose": NumpyReference(_transpose),
-    "reshape": NumpyReference(_reshape),
-}

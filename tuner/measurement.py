@@ -1,21 +1,17 @@
-"""Run results as database records: one ``db.Measurement`` per result, the status
-taken straight from the result's error kind (the enums share their values)."""
+"""A run result as the database record the tuning loop commits: one ``db.Measurement``
+per ``workers.RunResult``. It lives on the tuner's side because the tuner is what
+joins workers and database; the workers know nothing of ``db``."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from compiler.workload_key import workload_from_json, workload_key
+from db.records import Measurement
 from workers.base import RunResult
-
-if TYPE_CHECKING:
-    from db.records import Measurement
 
 
 def to_measurement(result: RunResult, *, job_id: int | None = None) -> Measurement:
-    """The record of ``result``, keyed by its workload's canonical key."""
-    from db.records import Measurement, RecordStatus
-
+    """The record of ``result``, keyed by its workload's canonical key; a failure keeps
+    its ``ErrorKind`` (one enum for workers and database) and its message."""
     candidate = result.candidate
     key = workload_key(workload_from_json(candidate.workload))
     if result.error_kind is None:
@@ -32,7 +28,7 @@ def to_measurement(result: RunResult, *, job_id: int | None = None) -> Measureme
         key,
         candidate.target,
         candidate.trace,
-        RecordStatus(result.error_kind.value),
+        result.error_kind,
         result.error,
         worker_host=result.worker_host,
         job_id=job_id,
