@@ -11,9 +11,10 @@ from compiler.codegen.llvm_module import emit_module
 from compiler.codegen.target import LLVMTarget, target_machine
 from compiler.database_lookup import TuningLookup, apply_best
 from compiler.default_schedule import apply_default_schedule
-from compiler.lower.pipeline import lower_func, to_ir_module
+from compiler.lower.pipeline import to_ir_module
 from compiler.runtime.module import Function, Module
 from compiler.runtime.signature import FuncSignature
+from compiler.schedule.replay import REPLAYS
 
 SYMBOL_PREFIX = "tensortune_"
 
@@ -52,7 +53,7 @@ def build(
         logger.info("%s", report)
     if default_schedule:
         mod = apply_default_schedule(mod, target=llvm_target)
-    lowered = {func_name: lower_func(func) for func_name, func in mod.items()}
+    lowered = {func_name: REPLAYS.lowered(func) for func_name, func in mod.items()}
     signatures = _signatures(mod)
     tm = target_machine(llvm_target)
     text = emit_module(lowered, signatures, llvm_target.num_cores, tm.triple, str(tm.target_data))
