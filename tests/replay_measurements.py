@@ -80,7 +80,7 @@ def small_schedule(sch: Schedule) -> None:
 
 
 def small_trace_space(m: int = 24, n: int = 32, k: int = 8) -> Space:
-    """120 points at the default shape: 6 x 5 tiles, 2 x 2 flags; no index."""
+    """60 points at the default shape: 6 x 5 tiles, 2 flags; no index."""
     return spaces.create("schedule_fn", func=small_matmul(m, n, k), schedule_fn=small_schedule)
 
 
@@ -127,9 +127,7 @@ def every_point(space: Space) -> Iterator[Decisions]:
 class Replay:
     """Answers candidates from ``seconds_of`` and counts what it measured, by trace."""
 
-    def __init__(
-        self, space: Space, seconds_of: Callable[[TraceCandidate], float | None]
-    ) -> None:
+    def __init__(self, space: Space, seconds_of: Callable[[TraceCandidate], float | None]) -> None:
         self.space = space
         self.seconds_of = seconds_of
         self.measured: Counter[str] = Counter()
