@@ -76,11 +76,11 @@ class RankedSchedule:
 @dataclass(frozen=True)
 class TuneResult:
     """What a run did: ``measured`` trials this run (``errors`` of them failed),
-    ``restored`` trials found in the database (``space`` names the space searched,
-``space_size`` its number of points when it has one), ``transferred`` records of
-    ``similar`` other workloads the search learned from, why it stopped, the best GFLOP/s so
-    far after each trial of this run (``curve``), and the best schedules re-timed,
-    fastest first (``best``)."""
+        ``restored`` trials found in the database (``space`` names the space searched,
+    ``space_size`` its number of points when it has one), ``transferred`` records of
+        ``similar`` other workloads the search learned from, why it stopped, the best GFLOP/s so
+        far after each trial of this run (``curve``), and the best schedules re-timed,
+        fastest first (``best``)."""
 
     task: TuneTask
     space: str

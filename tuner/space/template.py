@@ -12,6 +12,7 @@ made by running the template with the decisions, not by replaying a design.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cached_property
 from typing import Any
 
@@ -140,6 +141,20 @@ class TemplateSpace(EnumerableSpace):
             return None
         return TemplateSpace(func, self.template, target=self.target)
 
+    def decisions_of(self, entities: Mapping[str, Any]) -> Decisions:
+        """The point that picks ``entities`` (one per knob, by name): a hand-written
+        schedule located in the space."""
+        values = []
+        for knob, domain in zip(self.knobs, self._domains, strict=True):
+            position = knob.position(entities.get(knob.name))
+            if position is None:
+                raise SpaceError(
+                    f"knob {knob.name!r}: {entities.get(knob.name)!r} is not one of its "
+                    f"{len(knob)} entities"
+                )
+            values.append(domain.values[position])
+        return Decisions(0, tuple(values))
+
     def describe(self, candidate: TraceCandidate) -> dict[str, Any]:
         choices = self._choices(candidate.decisions)
         return {k.name: k.entities[c] for k, c in zip(self.knobs, choices, strict=True)}
@@ -169,4 +184,3 @@ def _resolve(func: PrimFunc, template: str | Template | None) -> Template:
             f"{len(fitting)} registered templates fit this workload; name one of {names}"
         )
     return fitting[0]
-
