@@ -230,7 +230,7 @@ class SearchStrategy(abc.ABC):
     def measured(self) -> list[Observation]:
         """The observations with seconds, fastest first (ties in the order they came)."""
         timed = [o for o in self.history if o.seconds is not None]
-        return sorted(timed, key=lambda o: o.seconds)  # type: ignore[arg-type,return-value]
+        return sorted(timed, key=lambda o: o.seconds or 0.0)
 
     def throughput(self, seconds: float | None) -> float:
         """Floating-point operations per second (per second when the workload has no

@@ -39,7 +39,7 @@ from tuner.cost_model.features import FeatureExtractor
 from tuner.cost_model.features import create as create_features
 from tuner.search.annealing import anneal
 from tuner.search.base import SearchError, SearchStrategy
-from tuner.space.base import Decisions, Space
+from tuner.space.base import Decisions, Space, positions
 
 # How much lower than the slowest success (in log throughput) a failure is taught.
 FAILURE_PENALTY = 1.0
@@ -154,23 +154,19 @@ class ModelBasedSearch(SearchStrategy):
                 rows = self.extractor.transform_positions(self.space, design, positions)
                 return self.model.predict(rows)
 
-            visited = {
-                tuple(d.position(v) for d, v in zip(domains, p.values, strict=True))
-                for p in self._visited
-                if p.design == design
-            }
+            visited = {positions(domains, p.values) for p in self._visited if p.design == design}
             best = anneal(
                 tuple(len(d) for d in domains),
                 score,
                 self._starts(design, max(1, self.sa_chains // designs)),
                 steps=self.sa_steps,
                 keep=keep,
-                visited=visited,  # type: ignore[arg-type]
+                visited=visited,
                 rng=self.np_rng,
                 temperature=self.temperature * spread,
             )
-            for value, positions in best:
-                values = tuple(d.values[p] for d, p in zip(domains, positions, strict=True))
+            for value, walked in best:
+                values = tuple(d.values[p] for d, p in zip(domains, walked, strict=True))
                 found.append((value, Decisions(design, values)))
         found.sort(key=lambda entry: -entry[0])
         return [decisions for _, decisions in found[:keep]]
@@ -181,7 +177,7 @@ class ModelBasedSearch(SearchStrategy):
         domains = self.space.decision_domains(design)
         dims = np.array([len(d) for d in domains])
         elites = [
-            [d.position(v) for d, v in zip(domains, o.decisions.values, strict=True)]
+            positions(domains, o.decisions.values)
             for o in self.measured()
             if o.decisions.design == design
         ][: chains // 2]

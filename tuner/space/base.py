@@ -67,6 +67,18 @@ class Domain:
         return self._positions.get(value)
 
 
+def positions(domains: Sequence[Domain], values: Sequence[Any]) -> tuple[int, ...]:
+    """Where each decision is in its domain: a point as the row of ints that a cost
+    model's annealing walks; raises SpaceError for a decision outside its domain."""
+    found = []
+    for domain, value in zip(domains, values, strict=True):
+        position = domain.position(value)
+        if position is None:
+            raise SpaceError(f"decision {value!r} is not in its {domain.kind} domain")
+        found.append(position)
+    return tuple(found)
+
+
 @dataclass(frozen=True)
 class Decisions:
     """A point of a space: the design trace it fills in and one decision per sampling

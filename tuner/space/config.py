@@ -150,7 +150,7 @@ class ConfigEntity(_Definitions):
 
 def _record(sch: Schedule, knob: Knob, choice: int, entity: Any, loop: LoopRV | None) -> Any:
     """Put the choice in the trace and return the entity view the template uses."""
-    if records_a_tile(knob, loop):
+    if loop is not None and records_a_tile(knob, loop):
         max_inner = max(e[-1] for e in knob.entities)
         factors = sch.sample_perfect_tile(
             loop, n=len(entity), max_innermost_factor=max_inner, decision=list(entity)

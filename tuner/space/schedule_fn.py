@@ -20,6 +20,7 @@ from typing import Any
 
 from compiler.codegen.target import LLVMTarget
 from compiler.ir.function import PrimFunc
+from compiler.ir.stmt import Block
 from compiler.schedule import Schedule, ScheduleError, Trace
 from compiler.schedule.primitives.compute_location import compute_location_choices
 from compiler.schedule.primitives.sampling import perfect_tile_choices
@@ -97,7 +98,9 @@ class ScheduleFnSpace(Space):
         sch = Schedule(self.func)
         Trace(self._design.instructions[: index + 1]).apply_to_schedule(sch)
         block = sch.trace.instructions[index].inputs["block"]
-        return compute_location_choices(sch.mod[block.func_name], sch.get(block))
+        stmt = sch.get(block)
+        assert isinstance(stmt, Block)
+        return compute_location_choices(sch.mod[block.func_name], stmt)
 
     def design_traces(self) -> tuple[Trace, ...]:
         return (self._design,)

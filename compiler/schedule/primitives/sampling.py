@@ -84,7 +84,7 @@ def perfect_tile_choices(extent: int, n: int, max_innermost_factor: int) -> list
     ordered ``n``-factorizations, the innermost at most ``max_innermost_factor``."""
     if n == 1:
         return [(extent,)] if extent <= max_innermost_factor else []
-    found = []
+    found: list[tuple[int, ...]] = []
     for inner in _divisors(extent):
         if inner <= max_innermost_factor:
             found.extend((*rest, inner) for rest in _factorizations(extent // inner, n - 1))

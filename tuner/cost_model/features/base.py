@@ -23,7 +23,7 @@ class FeatureExtractor(abc.ABC):
     def transform(self, space: Space, points: Sequence[Decisions]) -> np.ndarray:
         """A float matrix with one row per point."""
 
-    def transform_positions(self, space: Space, design: int, positions: np.ndarray) -> np.ndarray:
+    def transform_positions(self, space: Space, design: int, matrix: np.ndarray) -> np.ndarray:
         """Rows for points of design ``design`` given as an int matrix of positions into
         its decision domains (one point per row); the simulated annealing of the
         model-based search scores thousands of these, so extractors that can work on
@@ -31,6 +31,6 @@ class FeatureExtractor(abc.ABC):
         domains = space.decision_domains(design)
         points = [
             Decisions(design, tuple(d.values[p] for d, p in zip(domains, row, strict=True)))
-            for row in positions.tolist()
+            for row in matrix.tolist()
         ]
         return self.transform(space, points)

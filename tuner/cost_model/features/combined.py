@@ -17,7 +17,7 @@ class CombinedFeatures(FeatureExtractor):
     def transform(self, space: Space, points: Sequence[Decisions]) -> np.ndarray:
         return np.concatenate([p.transform(space, points) for p in self.parts], axis=1)
 
-    def transform_positions(self, space: Space, design: int, positions: np.ndarray) -> np.ndarray:
+    def transform_positions(self, space: Space, design: int, matrix: np.ndarray) -> np.ndarray:
         return np.concatenate(
-            [p.transform_positions(space, design, positions) for p in self.parts], axis=1
+            [p.transform_positions(space, design, matrix) for p in self.parts], axis=1
         )

@@ -19,9 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from tuner.cost_model.base import CostModelError
 from tuner.cost_model.features.base import FeatureExtractor
-from tuner.space.base import Decisions, Domain, Space
+from tuner.space.base import Decisions, Domain, Space, positions
 
 
 class DecisionFeatures(FeatureExtractor):
@@ -37,21 +36,18 @@ class DecisionFeatures(FeatureExtractor):
         for design in sorted({p.design for p in points}):
             chosen = [k for k, p in enumerate(points) if p.design == design]
             domains = space.decision_domains(design)
-            positions = [
-                [_position(d, v) for d, v in zip(domains, points[k].values, strict=True)]
-                for k in chosen
-            ]
-            matrix = np.array(positions, dtype=np.int64).reshape(len(chosen), len(domains))
+            rows_of = [positions(domains, points[k].values) for k in chosen]
+            matrix = np.array(rows_of, dtype=np.int64).reshape(len(chosen), len(domains))
             rows[chosen] = self.transform_positions(space, design, matrix)
         return rows
 
-    def transform_positions(self, space: Space, design: int, positions: np.ndarray) -> np.ndarray:
+    def transform_positions(self, space: Space, design: int, matrix: np.ndarray) -> np.ndarray:
         tables = self._tables_of(space, design)
-        columns = [table[positions[:, k]] for k, table in enumerate(tables)]
-        rows = np.concatenate(columns, axis=1) if columns else np.zeros((len(positions), 0))
+        columns = [table[matrix[:, k]] for k, table in enumerate(tables)]
+        rows = np.concatenate(columns, axis=1) if columns else np.zeros((len(matrix), 0))
         width = self._width(space)
         designs = space.design_count
-        padded = np.zeros((len(positions), width))
+        padded = np.zeros((len(matrix), width))
         padded[:, : rows.shape[1]] = rows
         if designs > 1:
             padded[:, -1] = design
@@ -78,10 +74,3 @@ def _value_features(domain: Domain, value: Any) -> list[float]:
     if domain.kind == "sample_categorical":
         return [float(domain.candidates[value])]
     return [float(value)]
-
-
-def _position(domain: Domain, value: Any) -> int:
-    position = domain.position(value)
-    if position is None:
-        raise CostModelError(f"decision {value!r} is not in its {domain.kind} domain")
-    return position
