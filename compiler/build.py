@@ -16,6 +16,7 @@ from compiler.lower.ir_dump import IRDump
 from compiler.lower.pipeline import lower_func, to_ir_module
 from compiler.runtime.module import Function, Module
 from compiler.runtime.signature import FuncSignature
+from compiler.schedule.replay import REPLAYS
 
 SYMBOL_PREFIX = "tensortune_"
 
@@ -59,10 +60,13 @@ def build(
     if default_schedule:
         mod = apply_default_schedule(mod, target=llvm_target)
     dump = IRDump(dump_ir) if dump_ir is not None else None
-    lowered = {
-        func_name: lower_func(func, observe=dump.observer(func_name) if dump else None)
-        for func_name, func in mod.items()
-    }
+    if dump is None:
+        lowered = {func_name: REPLAYS.lowered(func) for func_name, func in mod.items()}
+    else:
+        lowered = {
+            func_name: lower_func(func, observe=dump.observer(func_name))
+            for func_name, func in mod.items()
+        }
     signatures = _signatures(mod)
     tm = target_machine(llvm_target)
     text = emit_module(lowered, signatures, llvm_target.num_cores, tm.triple, str(tm.target_data))

@@ -4,8 +4,9 @@ The compiler does not import ``db``: ``build(mod, target, database=...)`` takes 
 object with ``best_trace(workload_key, target)``, which ``db.Database`` has (and a
 test double, a dict, or a file of best traces could have). Each PrimFunc of the
 module is looked up by its workload key on the target's canonical string; a found
-trace is replayed on that function, and a function without one, or whose trace no
-longer replays, keeps the schedule it came with. The report says which is which,
+trace is replayed on that function (through the process's replay cache), and a
+function without one, or whose trace no longer replays, keeps the schedule it
+came with. The report says which is which,
 so a build never silently runs untuned or misapplied code.
 """
 
@@ -17,8 +18,7 @@ from typing import Protocol
 from compiler.codegen.target import LLVMTarget
 from compiler.ir.function import IRModule, PrimFunc
 from compiler.schedule.errors import ScheduleError
-from compiler.schedule.schedule import Schedule
-from compiler.schedule.trace import Trace
+from compiler.schedule.replay import replayed
 from compiler.workload_key import workload_key
 
 
@@ -95,10 +95,9 @@ def _apply_one(
     trace_json = lookup.best_trace(key, target)
     if trace_json is None:
         return func, FunctionTuning(name, key, False, "no stored schedule for this target")
-    sch = Schedule(func)
     try:
-        Trace.from_json(trace_json).apply_to_schedule(sch)
+        program = replayed(func, trace_json, key=key)
     except ScheduleError as err:
         reason = f"the stored schedule does not replay: {err}"
         return func, FunctionTuning(name, key, False, reason)
-    return sch.mod["main"], FunctionTuning(name, key, True, "replayed the best stored schedule")
+    return program.func, FunctionTuning(name, key, True, "replayed the best stored schedule")

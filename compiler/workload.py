@@ -126,7 +126,12 @@ def _check_args(op: OpSpec, args: Mapping[Any, Any]) -> dict[str, Any]:
 
 def workload_from_spec(spec: Any) -> PrimFunc:
     """The PrimFunc a spec names; raises WorkloadError for any malformed spec."""
-    normalized = normalize_spec(spec)
+    return workload_from_normalized_spec(normalize_spec(spec))
+
+
+def workload_from_normalized_spec(normalized: Mapping[str, Any]) -> PrimFunc:
+    """The PrimFunc of a spec ``normalize_spec`` returned, without checking it again
+    (a caller that holds the normalized spec normalizes once)."""
     op = OPS[normalized["op"]]
     try:
         tensors = op.build(**normalized["args"])

@@ -7,15 +7,18 @@ dataclasses, so callers never hold a session or a lazy attribute.
 from __future__ import annotations
 
 import enum
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from compiler.errors import ErrorKind
-from compiler.schedule.trace import TRACE_FORMAT_VERSION, Trace
+from compiler.schedule.trace import (  # noqa: F401  (re-exported for db.database)
+    TRACE_FORMAT_VERSION,
+    Trace,
+    canonical_trace,
+    trace_hash,
+)
 
 # The status column holds "ok" for a success and the ErrorKind's value for a failure.
 OK_STATUS = "ok"
@@ -38,25 +41,6 @@ class JobStatus(enum.Enum):
     DONE = "done"
     FAILED = "failed"
     CANCELLED = "cancelled"
-
-
-def canonical_trace(trace: Trace | Mapping[str, Any] | str) -> str:
-    """The trace as canonical JSON text (sorted keys, no whitespace), so one schedule
-    always hashes the same whichever form it arrived in. Text that is not JSON is
-    kept as it is; validation reports it."""
-    if isinstance(trace, Trace):
-        return trace.to_json_string()
-    document: Any = trace
-    if isinstance(trace, str):
-        try:
-            document = json.loads(trace)
-        except json.JSONDecodeError:
-            return trace
-    return json.dumps(document, sort_keys=True, separators=(",", ":"))
-
-
-def trace_hash(trace_json: str) -> str:
-    return hashlib.sha256(trace_json.encode()).hexdigest()
 
 
 @dataclass(frozen=True)

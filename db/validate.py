@@ -17,8 +17,8 @@ from typing import Any
 from compiler.errors import ErrorKind
 from compiler.ir.function import PrimFunc
 from compiler.schedule.errors import ScheduleError
-from compiler.schedule.schedule import Schedule
-from compiler.schedule.trace import TRACE_FORMAT_VERSION, Trace
+from compiler.schedule.replay import replayed
+from compiler.schedule.trace import TRACE_FORMAT_VERSION
 from compiler.workload import WorkloadError
 from compiler.workload_key import workload_from_json
 from db.errors import RecordError
@@ -113,8 +113,7 @@ class TraceChecker:
             return
         func = self._func(workload_key, workload_json, where)
         try:
-            trace = Trace.from_json(trace_json)
-            trace.apply_to_schedule(Schedule(func))
+            replayed(func, trace_json, key=workload_key)
         except ScheduleError as err:
             raise RecordError(
                 f"{where}: the trace does not replay on workload {workload_key[:12]} "

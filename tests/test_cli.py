@@ -32,7 +32,7 @@ def url(tmp_path) -> str:
         (["tune"], "name a workload"),
         (["tune", "relu", "--shape", "8"], "--shape does not apply to 'relu'"),
         (["tune", "--spec", "{oops"], "is not valid JSON"),
-        (["tune", "--spec", '{"op": "relu", "args": {"shape": [8]}}'], "templates fit"),
+        (["tune", "--spec", '{"op": "relu", "args": {"shape": [8]}}'], "no registered template"),
         (["tune", "matmul", "--shape", *SHAPE, "--template", "nope"], "unknown template"),
         (["tune", "matmul", "--shape", *SHAPE, "--target", "cuda"], "unknown target 'cuda'"),
         (["tune", "matmul", "--shape", *SHAPE, "--trials", "0"], "--trials must be at least 1"),

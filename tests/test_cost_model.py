@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import pytest
-from replay_measurements import small_matmul, small_space, synthetic_seconds
+from replay_measurements import small_matmul, small_space, small_trace_space, synthetic_seconds
 
 from tuner import cost_model
 from tuner.cost_model import CostModelError, features
 from tuner.cost_model.features.loop_nest import WIDTH, function_features
-from tuner.space import Template, TemplateSpace
+from tuner.space import Decisions, Template, TemplateSpace
 
 MODEL_KINDS = sorted(cost_model.KINDS)
 
@@ -88,35 +90,46 @@ def test_create_lists_the_kinds() -> None:
         features.create("tensorir")
 
 
-def test_knob_features_read_the_knob_values() -> None:
+def test_decision_features_read_the_decision_values() -> None:
     space = small_space()
-    config = space.config(200)
-    row = features.create("knob").transform(space, [config])[0]
-    described = space.describe(config)
+    point = space.decisions_at(200)
+    row = features.create("decision").transform(space, [point])[0]
+    described = space.describe(space.candidate(point))
     expected = [
         *np.log2(described["tile_i"]),
         *np.log2(described["tile_j"]),
-        *described["inner_order"],
+        float(point.values[2]),  # the position of the chosen order
         float(described["vectorize"]),
         float(described["unroll"]),
     ]
     np.testing.assert_allclose(row, expected)
-    choices = np.array([config.choices, space.config(3).choices])
-    extractor = features.create("knob")
-    np.testing.assert_array_equal(
-        extractor.transform_choices(space, choices),
-        extractor.transform(space, [config, space.config(3)]),
+    other = space.decisions_at(3)
+    domains = space.decision_domains(0)
+    positions = np.array(
+        [[d.position(v) for d, v in zip(domains, p.values, strict=True)] for p in (point, other)]
     )
+    extractor = features.create("decision")
+    np.testing.assert_array_equal(
+        extractor.transform_positions(space, 0, positions),
+        extractor.transform(space, [point, other]),
+    )
+
+
+def test_decision_features_work_for_a_trace_space() -> None:
+    space = small_trace_space()
+    point = space.sample(random.Random(0)).decisions
+    row = features.create("decision").transform(space, [point])[0]
+    tile_i, tile_j, flag = point.values
+    np.testing.assert_allclose(row, [*np.log2(tile_i), *np.log2(tile_j), float(flag)])
 
 
 def test_loop_nest_features_see_vectors_and_tiles() -> None:
     space = small_space()
-    by_name = {}
-    for vectorize in (False, True):
-        choices = list(space.config(0).choices)
-        choices[3] = int(vectorize)
-        choices[1] = space.knobs[1].position((4, 8))  # type: ignore[assignment]
-        by_name[vectorize] = space.config_of(choices)
+    first = space.decisions_at(0).values
+    by_name = {
+        vectorize: Decisions(0, (first[0], (4, 8), first[2], int(vectorize), first[4]))
+        for vectorize in (False, True)
+    }
     rows = features.create("loop_nest").transform(space, [by_name[False], by_name[True]])
     assert rows.shape == (2, WIDTH)
     assert np.isfinite(rows).all()
@@ -124,7 +137,7 @@ def test_loop_nest_features_see_vectors_and_tiles() -> None:
     assert rows[0, vector_length] == 0.0 and rows[1, vector_length] == 3.0
 
 
-def test_loop_nest_features_mark_illegal_configs_missing() -> None:
+def test_loop_nest_features_mark_illegal_points_missing() -> None:
     def sometimes_illegal(cfg, sch):  # type: ignore[no-untyped-def]
         cfg.define_knob("parallel_k", [False, True])
         if cfg["parallel_k"].val:
@@ -132,7 +145,9 @@ def test_loop_nest_features_mark_illegal_configs_missing() -> None:
 
     template = Template("t", sometimes_illegal, ("C",))
     space = TemplateSpace(small_matmul(8, 8, 4), template)
-    rows = features.create("loop_nest").transform(space, [space.config(0), space.config(1)])
+    rows = features.create("loop_nest").transform(
+        space, [space.decisions_at(0), space.decisions_at(1)]
+    )
     assert np.isfinite(rows[0]).all()
     assert np.isnan(rows[1]).all()
 
@@ -140,19 +155,18 @@ def test_loop_nest_features_mark_illegal_configs_missing() -> None:
 def test_loop_nest_features_compare_across_workloads() -> None:
     """A trace replayed on another shape gives a row of the same width (transfer)."""
     small, large = small_space(24, 32, 8), small_space(48, 64, 8)
-    config = small.config(100)
-    row_small = function_features(small.schedule(config).mod["main"])
-    row_large = features.create("loop_nest").transform(large, [large.config(100)])[0]
+    row_small = function_features(small.program(small.candidate(small.decisions_at(100))).func)
+    row_large = features.create("loop_nest").transform(large, [large.decisions_at(100)])[0]
     assert row_small.shape == row_large.shape == (WIDTH,)
     assert row_large[0] > row_small[0]  # log2 of the hot store's iterations
 
 
 def test_combined_features_learn_the_replayed_costs() -> None:
     space = small_space()
-    configs = [space.config(i) for i in range(0, space.size, 2)]
-    seconds = np.array([synthetic_seconds(space, c) or 1.0 for c in configs])
+    points = list(space.enumerate())[::2]
+    seconds = np.array([synthetic_seconds(space, space.candidate(p)) or 1.0 for p in points])
     extractor = features.create("combined")
-    X = extractor.transform(space, configs)
+    X = extractor.transform(space, points)
     model = cost_model.create("xgb").fit(X[::2], -np.log(seconds[::2]))
     predicted = model.predict(X[1::2])
     assert np.corrcoef(predicted, -np.log(seconds[1::2]))[0, 1] > 0.8

@@ -1,4 +1,4 @@
-"""The registered templates: every config builds and computes the right result, or is
+"""The registered templates: every candidate builds and computes the right result, or is
 refused with a ScheduleError, on small odd shapes; and the spaces reach the
 schedules known to be fast."""
 
@@ -50,7 +50,7 @@ CONFIGS_PER_TEMPLATE = 10
 
 
 @pytest.mark.parametrize("name", sorted(SPECS))
-def test_sampled_configs_compute_the_right_result(name: str) -> None:
+def test_sampled_candidates_compute_the_right_result(name: str) -> None:
     func = workload_from_spec(SPECS[name])
     space = TemplateSpace(func, name)
     rng = np.random.default_rng(3)
@@ -62,17 +62,18 @@ def test_sampled_configs_compute_the_right_result(name: str) -> None:
     picks = random.Random(name)
     built = refused = 0
     while built < CONFIGS_PER_TEMPLATE:
-        config = space.config(picks.randrange(space.size))
+        point = space.random_decisions(picks)
         try:
-            sch = space.schedule(config)
+            candidate = space.candidate(point)
         except ScheduleError:
             refused += 1
-            assert refused < 50, f"{name}: nearly every sampled config is illegal"
+            assert refused < 50, f"{name}: nearly every sampled point is illegal"
             continue
         out = np.full_like(expected, np.nan)
-        compiler.build(sch.mod)(*args[:-1], out)
-        np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4, err_msg=str(config))
-        assert space.config_from_trace(Trace.from_json(sch.trace.to_json_string())) == config
+        compiler.build(space.program(candidate).func)(*args[:-1], out)
+        np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4, err_msg=str(point))
+        back = space.candidate_from_trace(Trace.from_json(candidate.trace_json))
+        assert back is not None and back.decisions == point
         built += 1
 
 
@@ -89,10 +90,7 @@ def test_the_matmul_space_holds_the_hand_schedule_and_its_neighbours() -> None:
         "pack_b": "j0",
         "parallel": 1,
     }
-    choices = [knob.position(wanted[knob.name]) for knob in space.knobs]
-    assert None not in choices
-    config = space.config_of(choices)
-    script = space.schedule(config).mod["main"].script()
+    script = space.program(space.candidate(space.decisions_of(wanted))).func.script()
     assert "T.parallel(4)" in script and "T.vectorized(16)" in script and "T.unroll(4)" in script
     assert {(2, 128, 4), (4, 32, 8), (8, 128, 1)} <= set(space.knobs[0].entities)
     assert {8, 16, 32, 64} == {e[1] for e in space.knobs[1].entities}
@@ -136,7 +134,7 @@ def test_unit_tiles_are_legal() -> None:
             "pack_b": "none",
             "parallel": 1,
         }
-        config = space.config_of([knob.position(wanted[knob.name]) for knob in space.knobs])
+        candidate = space.candidate(space.decisions_of(wanted))
         out = np.zeros((12, 40), "float32")
-        compiler.build(space.schedule(config).mod)(a, b, out)
+        compiler.build(space.program(candidate).func)(a, b, out)
         np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)

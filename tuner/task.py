@@ -17,7 +17,7 @@ from compiler.codegen.target import LLVMTarget
 from compiler.database_lookup import canonical_target
 from compiler.flops import flop_count
 from compiler.ir.function import PrimFunc
-from compiler.workload import normalize_spec, workload_from_spec
+from compiler.workload import normalize_spec, workload_from_normalized_spec
 from compiler.workload_key import workload_key
 
 
@@ -37,16 +37,25 @@ class TuneTask:
     def from_func(
         func: PrimFunc, target: str | LLVMTarget = "llvm", spec: Mapping[str, Any] | None = None
     ) -> TuneTask:
-        spec_text = None if spec is None else json.dumps(normalize_spec(spec), sort_keys=True)
-        return TuneTask(
-            func, workload_key(func), canonical_target(target), flop_count(func), spec_text
-        )
+        normalized = None if spec is None else normalize_spec(spec)
+        return TuneTask._of(func, target, normalized)
 
     @staticmethod
     def from_spec(spec: Mapping[str, Any], target: str | LLVMTarget = "llvm") -> TuneTask:
         """The task of an operator spec (``{"op": "matmul", "args": {...}}``); raises
-        WorkloadError for a malformed spec."""
-        return TuneTask.from_func(workload_from_spec(spec), target, spec)
+        WorkloadError for a malformed spec. The spec is normalized here, once: the
+        task holds it normalized and nothing downstream checks it again."""
+        normalized = normalize_spec(spec)
+        return TuneTask._of(workload_from_normalized_spec(normalized), target, normalized)
+
+    @staticmethod
+    def _of(
+        func: PrimFunc, target: str | LLVMTarget, normalized: Mapping[str, Any] | None
+    ) -> TuneTask:
+        spec_text = None if normalized is None else json.dumps(normalized, sort_keys=True)
+        return TuneTask(
+            func, workload_key(func), canonical_target(target), flop_count(func), spec_text
+        )
 
     def gflops(self, seconds: float) -> float:
         return self.flop_count / seconds / 1e9

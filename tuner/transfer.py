@@ -1,9 +1,10 @@
 """Transfer: what the database knows of similar workloads, for a model-based search
 to learn from before it measures anything (AutoTVM's transfer learning).
 
-A similar workload is another stored workload that the task's template fits (a
-matmul of another shape, for ``matmul.x86``), with records on the same target: its
-configs mean the same knob choices, so its measurements say which choices are good.
+A similar workload is another stored workload that the task's kind of space fits
+(a matmul of another shape, for the ``matmul.x86`` template), with records on the
+same target: its candidates fill in the same design, so its measurements say
+which decisions are good.
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ from dataclasses import dataclass
 
 from compiler.workload_key import workload_from_json
 from db import Database
-from tuner.space.registry import Template
-from tuner.space.template import TemplateSpace
+from tuner.space import Space
 from tuner.task import TuneTask
 
 
@@ -22,34 +22,34 @@ from tuner.task import TuneTask
 class SimilarWorkload:
     """Another workload's space and its newest records: (trace JSON, seconds or None)."""
 
-    space: TemplateSpace
+    space: Space
     records: tuple[tuple[str, float | None], ...]
 
 
 def similar_workloads(
     database: Database,
     task: TuneTask,
-    template: Template,
+    space: Space,
     *,
     max_workloads: int = 8,
     records_each: int = 512,
 ) -> Iterator[SimilarWorkload]:
-    """Up to ``max_workloads`` stored workloads other than the task's that ``template``
-    fits and that have current-format records on the task's target, newest workload
-    first, each with its ``records_each`` newest records (failures included: they
-    teach what not to try)."""
+    """Up to ``max_workloads`` stored workloads other than the task's that the same
+    kind of space as ``space`` fits and that have current-format records on the
+    task's target, newest workload first, each with its ``records_each`` newest
+    records (failures included: they teach what not to try)."""
     found = 0
     for entry in reversed(database.workloads()):
         if found >= max_workloads:
             return
         if entry.key == task.workload_key:
             continue
-        func = workload_from_json(entry.json)
-        if not template.fits(func):
+        other = space.for_workload(workload_from_json(entry.json))
+        if other is None:
             continue
         stored = database.records(entry.key, task.target, limit=records_each)
         records = tuple((r.trace, r.mean_seconds) for r in stored if not r.stale)
         if not records:
             continue
         found += 1
-        yield SimilarWorkload(TemplateSpace(func, template, target=task.target), records)
+        yield SimilarWorkload(other, records)

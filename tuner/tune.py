@@ -3,7 +3,8 @@ database meet (the strategies only propose, the workers only measure).
 
 ``tune(task, database=..., workers=...)`` runs, in order:
 
-1. the space of the task's template, and the workload committed to the database;
+1. the task's space (from the space registry), and the workload committed to the
+   database;
 2. resume: every stored record of the workload on the target is restored into the
    strategy, so nothing is measured twice and stored trials count towards the budget;
    transfer: the records of similar workloads (``tuner.transfer``) are offered to the
@@ -26,14 +27,15 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from compiler.schedule import Trace
+from compiler.schedule.trace import canonical_trace, trace_hash
 from compiler.workload_key import workload_to_json
 from db import Database, TuningRecord
-from db.records import canonical_trace, trace_hash
 from tuner import search
 from tuner import space as spaces
 from tuner.measurement import to_measurement
 from tuner.progress import Progress
-from tuner.search import MeasureCandidate, MeasureResult, SearchStrategy
+from tuner.search import MeasureResult, SearchStrategy
+from tuner.space import TraceCandidate
 from tuner.task import TuneTask
 from tuner.transfer import similar_workloads
 from workers import Candidate, RunResult, Workers
@@ -74,14 +76,15 @@ class RankedSchedule:
 @dataclass(frozen=True)
 class TuneResult:
     """What a run did: ``measured`` trials this run (``errors`` of them failed),
-    ``restored`` trials found in the database, ``transferred`` records of
-    ``similar`` other workloads the search learned from, why it stopped, the best GFLOP/s so
-    far after each trial of this run (``curve``), and the best schedules re-timed,
-    fastest first (``best``)."""
+        ``restored`` trials found in the database (``space`` names the space searched,
+    ``space_size`` its number of points when it has one), ``transferred`` records of
+        ``similar`` other workloads the search learned from, why it stopped, the best GFLOP/s so
+        far after each trial of this run (``curve``), and the best schedules re-timed,
+        fastest first (``best``)."""
 
     task: TuneTask
-    template: str
-    space_size: int
+    space: str
+    space_size: int | None
     measured: int
     restored: int
     errors: int
@@ -118,7 +121,7 @@ def tune(
     """Tune ``task`` with ``workers``, storing every measurement in ``database``."""
     options = options or TuneOptions()
     start = time.monotonic()
-    space = spaces.TemplateSpace(task.func, options.template, target=task.target)
+    space = spaces.space_for(task.func, target=task.target, template=options.template)
     database.commit_workload(task.func, name=_name(task), flop_count=task.flop_count)
     stored = list(_stored_records(database, task))
     loop = _Loop(task, database, workers, progress)
@@ -137,7 +140,7 @@ def tune(
         )
         strategy.restore_traces((r.trace, r.mean_seconds) for r in stored)
         if options.transfer and strategy.learns_from_other_workloads:
-            for other in similar_workloads(database, task, space.template):
+            for other in similar_workloads(database, task, space):
                 taken = strategy.learn_from(other.space, other.records)
                 transferred += taken
                 similar += 1 if taken else 0
@@ -152,8 +155,8 @@ def tune(
         best, reason = _retime(task, database, workers, options, reason)
     return TuneResult(
         task=task,
-        template=space.template.name,
-        space_size=space.size,
+        space=space.name,
+        space_size=space.size if isinstance(space, spaces.EnumerableSpace) else None,
         measured=loop.measured,
         restored=restored,
         errors=loop.errors,
@@ -194,18 +197,18 @@ class _Loop:
             return "interrupted"
         if strategy.trials >= strategy.max_trials:
             return "budget"
-        if strategy.visited_count >= strategy.space.size:
+        if strategy.exhausted:
             return "space exhausted"
         return "early stopping"
 
-    def measure(self, batch: Sequence[MeasureCandidate]) -> list[MeasureResult]:
+    def measure(self, batch: Sequence[TraceCandidate]) -> list[MeasureResult]:
         """Measure the batch's new traces, commit their records in one transaction, and
         return one result per candidate (stored ones from the database)."""
-        texts = [c.trace.to_json_string() for c in batch]
-        digests = [trace_hash(canonical_trace(t)) for t in texts]
+        digests = [c.trace_hash for c in batch]
         fresh = [k for k, digest in enumerate(digests) if digest not in self.known]
         candidates = [
-            Candidate(self.workload, texts[k], self.task.target, self.task.spec) for k in fresh
+            Candidate(self.workload, batch[k].trace_json, self.task.target, self.task.spec)
+            for k in fresh
         ]
         runs = self.workers.measure(candidates) if candidates else []
         self.database.commit_records(to_measurement(run) for run in runs)
@@ -280,13 +283,13 @@ def _stored_records(database: Database, task: TuneTask) -> Iterator[TuningRecord
 
 
 def _restored_count(space: spaces.Space, records: Sequence[TuningRecord]) -> int:
-    """How many distinct configs of ``space`` the records hold."""
-    indices = set()
+    """How many distinct candidates of ``space`` the records hold."""
+    hashes = set()
     for record in records:
-        config = search.trace_config(space, record.trace)
-        if config is not None:
-            indices.add(config.index)
-    return len(indices)
+        candidate = space.candidate_from_trace(record.trace)
+        if candidate is not None:
+            hashes.add(candidate.trace_hash)
+    return len(hashes)
 
 
 def _name(task: TuneTask) -> str:
@@ -307,7 +310,7 @@ def format_table(result: TuneResult) -> str:
     if not result.best:
         lines.append("   (no successful schedule stored)")
     lines.append(
-        f"{result.task!r} template {result.template} (space {result.space_size}): "
+        f"{result.task!r} {result.space}{_size(result.space_size)}: "
         f"{result.measured} measured this run ({result.errors} errors), {result.restored} "
         f"restored, stopped: {result.stop_reason}, {result.wall_seconds:.1f} s"
     )
@@ -317,6 +320,10 @@ def format_table(result: TuneResult) -> str:
             "similar workloads"
         )
     return "\n".join(lines)
+
+
+def _size(points: int | None) -> str:
+    return "" if points is None else f" (space {points})"
 
 
 def milliseconds(seconds: float | None) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 import workers
 from compiler.codegen.target import TargetError
-from compiler.workload import WorkloadError, known_ops, normalize_spec
+from compiler.workload import WorkloadError, known_ops
 from db import Database, RecordError
 from db.records import status_of
 from tuner import search, space
@@ -177,9 +177,9 @@ def _tune_options(args: argparse.Namespace) -> TuneOptions:
 
 
 def _check_space(task: TuneTask, options: TuneOptions) -> None:
-    """Fail as bad input before any worker starts when no template fits."""
+    """Fail as bad input before any worker starts when no space fits."""
     try:
-        space.create("template", func=task.func, template=options.template, target=task.target)
+        space.space_for(task.func, target=task.target, template=options.template)
     except SpaceError as err:
         raise UsageError(str(err)) from err
 
@@ -188,14 +188,14 @@ def _spec(args: argparse.Namespace) -> dict[str, Any]:
     if args.spec is not None:
         if args.workload is not None or args.shape is not None:
             raise UsageError("give either --spec or an op with --shape, not both")
-        return _checked(_load_json(args.spec))
+        return _as_dict(_load_json(args.spec))
     workload = args.workload
     if workload is None:
         raise UsageError("name a workload: an op with --shape (matmul --shape M N K) or --spec")
     if workload.endswith(".json") or os.path.isfile(workload):
         if args.shape is not None:
             raise UsageError("--shape goes with an op name, not with a spec file")
-        return _checked(_load_json(workload))
+        return _as_dict(_load_json(workload))
     names = SHAPE_ARGS.get(workload)
     if names is None:
         if workload not in known_ops():
@@ -209,14 +209,14 @@ def _spec(args: argparse.Namespace) -> dict[str, Any]:
             f"{workload} needs --shape {' '.join(n.upper() for n in names)} "
             f"({len(names)} positive integers), got {args.shape}"
         )
-    return _checked({"op": workload, "args": dict(zip(names, args.shape, strict=True))})
+    return {"op": workload, "args": dict(zip(names, args.shape, strict=True))}
 
 
-def _checked(spec: Any) -> dict[str, Any]:
-    try:
-        return normalize_spec(spec)
-    except WorkloadError as err:
-        raise UsageError(str(err)) from err
+def _as_dict(spec: Any) -> dict[str, Any]:
+    """The spec as read; ``TuneTask.from_spec`` checks and normalizes it, once."""
+    if not isinstance(spec, dict):
+        raise UsageError(f"a spec must be a JSON object with 'op' and 'args', got {spec!r}")
+    return spec
 
 
 def _load_json(text_or_path: str) -> Any:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import llvmlite.binding as llvm
 
 from compiler.codegen.target import init_llvm
+from compiler.errors import CompilerError
 
 # The setter's name in the OpenBLAS builds numpy and SciPy ship, and in a plain build.
 _SETTER_NAMES = (
@@ -107,7 +108,7 @@ _lock = threading.Lock()
 _state = _PoolState()
 
 
-class ThreadPoolError(RuntimeError):
+class ThreadPoolError(CompilerError, RuntimeError):
     """A kernel cannot run on this process's OpenMP thread pool."""
 
 

@@ -13,6 +13,7 @@ is evaluated. The printed Python is for people, and for tests that check it runs
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import inspect
 import json
 from collections.abc import Mapping
@@ -156,7 +157,15 @@ class Trace:
         return {"version": TRACE_FORMAT_VERSION, "instructions": insts}
 
     def to_json_string(self) -> str:
+        """The canonical JSON text: sorted keys, no whitespace, random variables named
+        by order of definition, so two traces of the same steps give the same text."""
         return json.dumps(self.as_json(), sort_keys=True, separators=(",", ":"))
+
+    @property
+    def structural_hash(self) -> str:
+        """The hash of the canonical JSON: equal for traces of the same steps and
+        decisions, whichever objects they hold; what candidates and records dedupe by."""
+        return trace_hash(self.to_json_string())
 
     @staticmethod
     def from_json(data: Mapping[str, Any] | str) -> Trace:
@@ -179,6 +188,26 @@ class Trace:
             raise ScheduleError("trace JSON needs an 'instructions' list")
         rvs: dict[str, Any] = {}
         return Trace([_instruction_from_json(i, entry, rvs) for i, entry in enumerate(raw)])
+
+
+def canonical_trace(trace: Trace | Mapping[str, Any] | str) -> str:
+    """The trace as canonical JSON text (sorted keys, no whitespace), so one schedule
+    always hashes the same whichever form it arrived in. Text that is not JSON is
+    kept as it is, for a validator to report."""
+    if isinstance(trace, Trace):
+        return trace.to_json_string()
+    document: Any = trace
+    if isinstance(trace, str):
+        try:
+            document = json.loads(trace)
+        except json.JSONDecodeError:
+            return trace
+    return json.dumps(document, sort_keys=True, separators=(",", ":"))
+
+
+def trace_hash(trace_json: str) -> str:
+    """The structural hash of canonical trace JSON (see ``canonical_trace``)."""
+    return hashlib.sha256(trace_json.encode()).hexdigest()
 
 
 def _bind(method: Any, inputs: dict[str, Any], where: str) -> list[Any]:

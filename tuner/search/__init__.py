@@ -1,8 +1,9 @@
-"""Search strategies over a space, with the ask/tell protocol (see ``base``).
+"""Search strategies over a space's decisions, with the ask/tell protocol (see ``base``).
 
 ``create(kind, space=..., max_trials=..., **options)`` with kind ``random``,
-``grid``, ``ga`` (genetic algorithm) or ``xgb`` (model-based: XGBoost ranks,
-simulated annealing proposes, epsilon-greedy explores).
+``grid`` (an enumerable space only), ``ga`` (genetic algorithm) or ``xgb``
+(model-based: XGBoost ranks, simulated annealing proposes, epsilon-greedy
+explores).
 """
 
 from __future__ import annotations
@@ -10,13 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from tuner.search.base import (
-    MeasureCandidate,
     Measurement,
     MeasureResult,
     Observation,
     SearchError,
     SearchStrategy,
-    trace_config,
 )
 from tuner.search.genetic import GeneticSearch
 from tuner.search.grid_search import GridSearch
@@ -43,7 +42,6 @@ __all__ = [
     "KINDS",
     "GeneticSearch",
     "GridSearch",
-    "MeasureCandidate",
     "MeasureResult",
     "Measurement",
     "ModelBasedSearch",
@@ -52,6 +50,5 @@ __all__ = [
     "SearchError",
     "SearchStrategy",
     "create",
-    "trace_config",
     "transfer_records",
 ]

@@ -1,7 +1,9 @@
-"""Simulated annealing over knob choices, scored by a cost model (AutoTVM's optimizer).
+"""Simulated annealing over the decisions of one design, scored by a cost model
+(AutoTVM's optimizer).
 
-Many chains walk the space at once: each step changes one knob of each chain's
-point at random, and a chain moves to the new point with probability
+A point is a row of positions, one per sampling instruction, into its domain of
+decisions. Many chains walk the space at once: each step changes one decision of
+each chain's point at random, and a chain moves to the new point with probability
 ``exp((new - old) / temperature)``, so it climbs the model's score and, early on
 while the temperature is high, also crosses valleys. Every point the chains
 visit competes for the ``keep`` best unvisited ones, which are what the search
@@ -25,23 +27,22 @@ def anneal(
     *,
     steps: int,
     keep: int,
-    visited: Set[int],
+    visited: Set[tuple[int, ...]],
     rng: np.random.Generator,
     temperature: float = 1.0,
     patience: int = 16,
-) -> list[tuple[float, int, tuple[int, ...]]]:
-    """The ``keep`` best-scored points not in ``visited`` (by config index) that
-    chains started at ``starts`` (one row of knob choices each) met in ``steps``
-    steps, best first, as (score, index, choices). Stops early when the best
+) -> list[tuple[float, tuple[int, ...]]]:
+    """The ``keep`` best-scored points not in ``visited`` that chains started at
+    ``starts`` (one row of positions each; ``dims`` are the domain sizes) met in
+    ``steps`` steps, best first, as (score, positions). Stops early when the best
     ``keep`` have not changed for ``patience`` steps."""
-    strides = _strides(dims)
     sizes = np.array(dims)
     movable = np.flatnonzero(sizes > 1)
     points = starts.copy()
     scores = score(points)
-    best: list[tuple[float, int, tuple[int, ...]]] = []
-    seen: set[int] = set()
-    _offer(best, seen, points, scores, strides, keep, visited)
+    best: list[tuple[float, tuple[int, ...]]] = []
+    seen: set[tuple[int, ...]] = set()
+    _offer(best, seen, points, scores, keep, visited)
     if not len(movable):
         return sorted(best, reverse=True)
     unchanged = 0
@@ -52,7 +53,7 @@ def anneal(
         accept = rng.random(len(points)) < np.exp(np.minimum(0, new_scores - scores) / heat)
         points[accept] = candidates[accept]
         scores[accept] = new_scores[accept]
-        changed = _offer(best, seen, candidates, new_scores, strides, keep, visited)
+        changed = _offer(best, seen, candidates, new_scores, keep, visited)
         unchanged = 0 if changed else unchanged + 1
         if unchanged >= patience:
             break
@@ -62,7 +63,7 @@ def anneal(
 def _neighbours(
     points: np.ndarray, sizes: np.ndarray, movable: np.ndarray, rng: np.random.Generator
 ) -> np.ndarray:
-    """Each point with one knob (among those with a choice) set to another value."""
+    """Each point with one decision (among those with a choice) set to another value."""
     moved = points.copy()
     knobs = movable[rng.integers(len(movable), size=len(points))]
     shift = 1 + rng.integers(sizes[knobs] - 1)
@@ -72,37 +73,26 @@ def _neighbours(
 
 
 def _offer(
-    best: list[tuple[float, int, tuple[int, ...]]],
-    seen: set[int],
+    best: list[tuple[float, tuple[int, ...]]],
+    seen: set[tuple[int, ...]],
     points: np.ndarray,
     scores: np.ndarray,
-    strides: list[int],
     keep: int,
-    visited: Set[int],
+    visited: Set[tuple[int, ...]],
 ) -> bool:
     """Push the new, unvisited points into the min-heap ``best`` of size ``keep``."""
     changed = False
     for row, value in zip(points.tolist(), scores.tolist(), strict=True):
-        index = sum(c * s for c, s in zip(row, strides, strict=True))
-        if index in seen or index in visited:
+        point = tuple(row)
+        if point in seen or point in visited:
             continue
-        entry = (float(value), index, tuple(row))
+        entry = (float(value), point)
         if len(best) < keep:
             heapq.heappush(best, entry)
         elif entry > best[0]:
             heapq.heapreplace(best, entry)
         else:
             continue
-        seen.add(index)
+        seen.add(point)
         changed = True
     return changed
-
-
-def _strides(dims: tuple[int, ...]) -> list[int]:
-    """Index strides of the knobs: the first knob varies fastest."""
-    strides = []
-    step = 1
-    for dim in dims:
-        strides.append(step)
-        step *= dim
-    return strides

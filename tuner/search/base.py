@@ -1,16 +1,18 @@
-"""The search extension point: a strategy proposes configs and is told their costs.
+"""The search extension point: a strategy proposes candidates and is told their costs.
 
 The protocol is ask/tell (TVM MetaSchedule's search strategy): the loop that owns
-the workers asks ``generate_measure_candidates()`` for a batch, measures it, and
-hands the results to ``notify_runner_results``; ``None`` from the ask means the
-search is over (budget spent, space exhausted, or no improvement for
-``early_stopping`` trials). A strategy never measures anything itself.
+the workers asks ``generate_measure_candidates()`` for a batch of candidates
+(workload + trace with its decisions), measures it, and hands the results to
+``notify_runner_results``; ``None`` from the ask means the search is over
+(budget spent, space exhausted, or no improvement for ``early_stopping``
+trials). A strategy never measures anything itself.
 
-The bookkeeping every strategy shares lives here: no config is proposed twice
-in a run, configs measured before (``restore``) are never proposed, a config the
-schedule primitives refuse (ScheduleError) is remembered as invalid and skipped,
-and the best result so far is tracked. A strategy only says which configs it
-would like next, best first (``_propose``).
+The bookkeeping every strategy shares lives here: no point of the space is
+proposed twice in a run and no trace twice (candidates are deduplicated by their
+trace hash), candidates measured before (``restore``) are never proposed, decisions
+the schedule primitives refuse (ScheduleError) are remembered as invalid and
+skipped, and the best result so far is tracked. A strategy only says which
+decisions it would like next, best first (``_propose``).
 """
 
 from __future__ import annotations
@@ -24,12 +26,16 @@ from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
 from compiler.schedule import ScheduleError, Trace
-from tuner.space.base import Config, Space
+from tuner.space.base import Decisions, EnumerableSpace, Space, TraceCandidate
+
+# Random draws in a row that hit visited points before a space without an index
+# counts as exhausted.
+RANDOM_MISSES = 256
 
 
 class SearchError(ValueError):
     """A strategy asked for something it cannot do (an unknown kind, results that
-    do not match the candidates)."""
+    do not match the candidates, a space without a capability it needs)."""
 
 
 class Measurement(Protocol):
@@ -49,28 +55,25 @@ class MeasureResult:
 
 
 @dataclass(frozen=True)
-class MeasureCandidate:
-    """A config to measure and its trace, which is what the workers build."""
-
-    config: Config
-    trace: Trace
-
-
-@dataclass(frozen=True)
 class Observation:
-    """What the strategy knows of one config: its seconds (None when the measurement
-    failed or the config is illegal) and whether it was illegal (never measured).
-    ``best`` is only ever an observation with seconds."""
+    """What the strategy knows of one point: its candidate (None when the decisions
+    are illegal, never measured: ``invalid``) and its seconds (None when the
+    measurement failed or the point is illegal). ``best`` is only ever an
+    observation with seconds."""
 
-    config: Config
+    decisions: Decisions
+    candidate: TraceCandidate | None
     seconds: float | None
-    invalid: bool = False
+
+    @property
+    def invalid(self) -> bool:
+        return self.candidate is None
 
 
 class SearchStrategy(abc.ABC):
-    """Proposes batches of configs of ``space`` until ``max_trials`` are measured.
+    """Proposes batches of candidates of ``space`` until ``max_trials`` are measured.
 
-    ``batch_size`` is the most configs one ask returns; ``early_stopping`` ends the
+    ``batch_size`` is the most candidates one ask returns; ``early_stopping`` ends the
     search after that many measured trials without a faster one (None: never);
     ``seed`` makes every choice reproducible.
     """
@@ -104,61 +107,73 @@ class SearchStrategy(abc.ABC):
         self.history: list[Observation] = []
         self.trials = 0
         self.best: Observation | None = None
+        self.exhausted = False
         self._since_best = 0
-        self._visited: set[int] = set()
-        self._pending: dict[int, Config] = {}
+        self._visited: set[Decisions] = set()
+        self._hashes: set[str] = set()
+        self._pending: dict[str, TraceCandidate] = {}
 
     # the protocol ------------------------------------------------------------------
 
-    def generate_measure_candidates(self) -> list[MeasureCandidate] | None:
+    def generate_measure_candidates(self) -> list[TraceCandidate] | None:
         """The next batch to measure, or None when the search is over."""
         wanted = min(self.batch_size, self.max_trials - self.trials - len(self._pending))
         if self._stopped() or wanted <= 0:
             return None
-        batch: list[MeasureCandidate] = []
-        for config in itertools.chain(self._propose(wanted), self.random_unvisited()):
-            if config.index in self._visited:
+        batch: list[TraceCandidate] = []
+        for decisions in itertools.chain(self._propose(wanted), self.random_unvisited()):
+            if decisions in self._visited:
                 continue
-            self._visited.add(config.index)
+            self._visited.add(decisions)
             try:
-                trace = self.space.trace(config)
+                candidate = self.space.candidate(decisions)
             except ScheduleError:
-                self._record(Observation(config, None, invalid=True))
+                self._record(Observation(decisions, None, None))
                 continue
-            self._pending[config.index] = config
-            batch.append(MeasureCandidate(config, trace))
+            if candidate.trace_hash in self._hashes:
+                continue
+            self._hashes.add(candidate.trace_hash)
+            self._pending[candidate.trace_hash] = candidate
+            batch.append(candidate)
             if len(batch) == wanted:
                 break
         return batch or None
 
     def notify_runner_results(
-        self, candidates: Sequence[MeasureCandidate], results: Sequence[Measurement]
+        self, candidates: Sequence[TraceCandidate], results: Sequence[Measurement]
     ) -> None:
         """Tell the strategy how the candidates of an earlier batch ran."""
         if len(candidates) != len(results):
             raise SearchError(
                 f"got {len(results)} results for {len(candidates)} candidates; give one each"
             )
-        indices = [c.config.index for c in candidates]
-        for index in indices:
-            if index not in self._pending or indices.count(index) > 1:
+        hashes = [c.trace_hash for c in candidates]
+        for digest in hashes:
+            if digest not in self._pending or hashes.count(digest) > 1:
                 raise SearchError(
-                    f"config {index} was not proposed by this search or was already reported"
+                    f"candidate {digest[:12]} was not proposed by this search or was already "
+                    "reported"
                 )
         for candidate, result in zip(candidates, results, strict=True):
-            del self._pending[candidate.config.index]
+            del self._pending[candidate.trace_hash]
             self.trials += 1
-            self._record(Observation(candidate.config, _seconds(result.mean_seconds)))
+            seconds = _seconds(result.mean_seconds)
+            self._record(Observation(candidate.decisions, candidate, seconds))
 
-    def restore(self, history: Iterable[tuple[Config, float | None]]) -> None:
-        """Configs measured before (a resumed run): never proposed again, and known to
-        the strategy as if it had measured them. They do not count as trials."""
-        for config, seconds in history:
-            if config.index in self._visited:
+    def restore(self, history: Iterable[tuple[TraceCandidate, float | None]]) -> int:
+        """Candidates measured before (a resumed run): never proposed again, and known
+        to the strategy as if it had measured them. They do not count as trials.
+        Returns how many were new to it."""
+        restored = 0
+        for candidate, seconds in history:
+            if candidate.trace_hash in self._hashes:
                 continue
-            self._visited.add(config.index)
-            self._record(Observation(config, _seconds(seconds)))
+            self._hashes.add(candidate.trace_hash)
+            self._visited.add(candidate.decisions)
+            self._record(Observation(candidate.decisions, candidate, _seconds(seconds)))
+            restored += 1
         self._since_best = 0
+        return restored
 
     def restore_traces(self, records: Iterable[tuple[Trace | str, float | None]]) -> int:
         """``restore`` from stored records (a trace or its JSON, and seconds or None),
@@ -166,11 +181,10 @@ class SearchStrategy(abc.ABC):
         Returns how many were restored."""
         history = []
         for trace, seconds in records:
-            config = trace_config(self.space, trace)
-            if config is not None:
-                history.append((config, seconds))
-        self.restore(history)
-        return len(history)
+            candidate = self.space.candidate_from_trace(trace)
+            if candidate is not None:
+                history.append((candidate, seconds))
+        return self.restore(history)
 
     def learn_from(self, space: Space, records: Iterable[tuple[Trace | str, float | None]]) -> int:
         """Records of another workload (``space`` is its space; a trace and seconds or
@@ -182,39 +196,48 @@ class SearchStrategy(abc.ABC):
     # for strategies ----------------------------------------------------------------
 
     @abc.abstractmethod
-    def _propose(self, count: int) -> Iterator[Config]:
-        """Configs in the order the strategy would measure them; the caller skips
+    def _propose(self, count: int) -> Iterator[Decisions]:
+        """Points in the order the strategy would measure them; the caller skips
         visited ones and, when the iterator ends first, fills the batch at random."""
 
-    def is_visited(self, config: Config) -> bool:
-        return config.index in self._visited
+    def is_visited(self, decisions: Decisions) -> bool:
+        return decisions in self._visited
 
     @property
     def visited_count(self) -> int:
         return len(self._visited)
 
-    def random_unvisited(self) -> Iterator[Config]:
-        """Uniformly random configs not yet visited, without repeats, until none is left."""
-        size = self.space.size
-        if size - len(self._visited) <= 0:
-            return
-        if size <= 4 * (len(self._visited) + 1024):
-            remaining = [i for i in range(size) if i not in self._visited]
+    def random_unvisited(self) -> Iterator[Decisions]:
+        """Random points not yet visited, without repeats, until none is left (an
+        enumerable space) or RANDOM_MISSES draws in a row were all visited."""
+        space = self.space
+        if isinstance(space, EnumerableSpace) and space.size <= 4 * (len(self._visited) + 1024):
+            remaining = [d for d in space.enumerate() if d not in self._visited]
             self.rng.shuffle(remaining)
-            yield from (self.space.config(i) for i in remaining)
+            yield from remaining
+            self.exhausted = True
             return
-        while len(self._visited) < size:
-            index = self.rng.randrange(size)
-            if index not in self._visited:
-                yield self.space.config(index)
+        misses = 0
+        while misses < RANDOM_MISSES:
+            decisions = space.random_decisions(self.rng)
+            if decisions in self._visited:
+                misses += 1
+                continue
+            misses = 0
+            yield decisions
+        self.exhausted = True
+
+    def measured(self) -> list[Observation]:
+        """The observations with seconds, fastest first (ties in the order they came)."""
+        timed = [o for o in self.history if o.seconds is not None]
+        return sorted(timed, key=lambda o: o.seconds or 0.0)
 
     def throughput(self, seconds: float | None) -> float:
-        """Floating-point operations per second (per second when the space has no
+        """Floating-point operations per second (per second when the workload has no
         flop count); 0 for a failure."""
         if seconds is None:
             return 0.0
-        flops = getattr(self.space, "flop_count", 1) or 1
-        return flops / seconds
+        return (self.space.flop_count or 1) / seconds
 
     # internals -----------------------------------------------------------------------
 
@@ -229,19 +252,9 @@ class SearchStrategy(abc.ABC):
             self._since_best = 0 if improved else self._since_best + 1
 
     def _stopped(self) -> bool:
-        if self.trials >= self.max_trials or len(self._visited) >= self.space.size:
+        if self.trials >= self.max_trials or self.exhausted:
             return True
         return self.early_stopping is not None and self._since_best >= self.early_stopping
-
-
-def trace_config(space: Space, trace: Trace | str) -> Config | None:
-    """The config of ``space`` a trace (or its JSON) records, None for a malformed or
-    foreign one."""
-    try:
-        parsed = Trace.from_json(trace) if isinstance(trace, str) else trace
-    except ScheduleError:
-        return None
-    return space.config_from_trace(parsed)
 
 
 def _seconds(value: float | None) -> float | None:

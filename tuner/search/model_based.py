@@ -3,27 +3,29 @@ measured picks what to measure next.
 
 Each ask, in order:
 
-1. until ``warmup`` configs ran (and no transfer records were given), measure at
-   random: the model has nothing to learn from;
-2. fit the cost model on every observation (log throughput; a failure or an
-   illegal config counts as worse than the slowest success), plus the transfer
-   records of other workloads given to ``warm_start`` or ``learn_from``. Each
-   workload's targets are relative to its own fastest, so workloads of different
-   sizes teach the model which configs are good, not how fast the machine is;
-3. run simulated annealing over the knob choices, from the fastest configs so far
-   and from random points, scored by the model; keep the best unvisited configs;
+1. until ``warmup`` candidates ran (and no transfer records were given), measure
+   at random: the model has nothing to learn from;
+2. fit the cost model on every observation (log throughput; a failure or illegal
+   decisions count as worse than the slowest success), plus the transfer records
+   of other workloads given to ``warm_start`` or ``learn_from``. Each workload's
+   targets are relative to its own fastest, so workloads of different sizes teach
+   the model which decisions are good, not how fast the machine is;
+3. run simulated annealing over the decisions of each design, from the fastest
+   points so far and from random ones, scored by the model; keep the best
+   unvisited points;
 4. fill the batch with them, except a share ``epsilon`` drawn at random, so the
    search keeps exploring regions the model wrongly thinks poor.
 
-Features default to the knob values, which the annealing can score by the
+Features default to the decisions, which the annealing can score by the
 thousand. ``features="loop_nest"`` (or ``"combined"``) reads the lowered loop
-nest, about 20 ms a config: give it a small annealing budget (``sa_chains=16,
+nest, about 20 ms a point: give it a small annealing budget (``sa_chains=16,
 sa_steps=4``).
 """
 
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Iterable, Iterator
 from functools import cached_property
 from typing import Any
@@ -36,8 +38,8 @@ from tuner.cost_model.base import CostModel
 from tuner.cost_model.features import FeatureExtractor
 from tuner.cost_model.features import create as create_features
 from tuner.search.annealing import anneal
-from tuner.search.base import SearchError, SearchStrategy, trace_config
-from tuner.space.base import Config, Space
+from tuner.search.base import SearchError, SearchStrategy
+from tuner.space.base import Decisions, Space, positions
 
 # How much lower than the slowest success (in log throughput) a failure is taught.
 FAILURE_PENALTY = 1.0
@@ -55,7 +57,7 @@ class ModelBasedSearch(SearchStrategy):
         self,
         space: Space,
         *,
-        features: str | FeatureExtractor = "knob",
+        features: str | FeatureExtractor = "decision",
         model: CostModel | None = None,
         epsilon: float = 0.1,
         warmup: int | None = None,
@@ -81,8 +83,9 @@ class ModelBasedSearch(SearchStrategy):
 
     @cached_property
     def _feature_width(self) -> int:
-        """The number of features the extractor makes of one config of this space."""
-        return self.extractor.transform(self.space, [self.space.config(0)]).shape[1]
+        """The number of features the extractor makes of one point of this space."""
+        point = self.space.random_decisions(random.Random(0))
+        return self.extractor.transform(self.space, [point]).shape[1]
 
     def warm_start(self, features: np.ndarray, throughputs: np.ndarray) -> None:
         """Add records of one other workload to train on from the first ask: feature
@@ -99,8 +102,8 @@ class ModelBasedSearch(SearchStrategy):
             )
         if rows.shape[1] != self._feature_width:
             raise SearchError(
-                f"transfer records have {rows.shape[1]} features, this space's configs "
-                f"{self._feature_width}; make both with the same extractor kind and template"
+                f"transfer records have {rows.shape[1]} features, this space's points "
+                f"{self._feature_width}; make both with the same extractor kind and space"
             )
         self._transfer.append((rows, values))
 
@@ -114,7 +117,7 @@ class ModelBasedSearch(SearchStrategy):
         self.warm_start(rows, values)
         return len(values)
 
-    def _propose(self, count: int) -> Iterator[Config]:
+    def _propose(self, count: int) -> Iterator[Decisions]:
         observed = [o for o in self.history if o.seconds is not None]
         if len(observed) < max(1, self.warmup) and not self._transfer:
             return
@@ -122,8 +125,8 @@ class ModelBasedSearch(SearchStrategy):
         ranked = self._search(2 * count, spread)
         explore = self._exploration_count(count)
         yield from ranked[: count - explore]
-        for _, config in zip(range(explore), self.random_unvisited(), strict=False):
-            yield config
+        for _, decisions in zip(range(explore), self.random_unvisited(), strict=False):
+            yield decisions
         yield from ranked[count - explore :]
 
     def _fit(self) -> float:
@@ -131,44 +134,55 @@ class ModelBasedSearch(SearchStrategy):
         the unit of the annealing temperature."""
         groups = list(self._transfer)
         if self.history:
-            configs = [o.config for o in self.history]
+            points = [o.decisions for o in self.history]
             own = np.array([self.throughput(o.seconds) for o in self.history])
-            groups.append((self.extractor.transform(self.space, configs), own))
+            groups.append((self.extractor.transform(self.space, points), own))
         rows = np.concatenate([features for features, _ in groups])
         targets = np.concatenate([_log_targets(values) for _, values in groups])
         self.model.fit(rows, targets)
         return float(np.std(targets)) or 1.0
 
-    def _search(self, keep: int, spread: float) -> list[Config]:
-        """The ``keep`` unvisited configs the annealing scores best, best first."""
-        dims = self.space.dims
+    def _search(self, keep: int, spread: float) -> list[Decisions]:
+        """The ``keep`` unvisited points the annealing scores best, best first, over
+        every design (the chains shared among them)."""
+        designs = self.space.design_count
+        found: list[tuple[float, Decisions]] = []
+        for design in range(designs):
+            domains = self.space.decision_domains(design)
 
-        def score(points: np.ndarray) -> np.ndarray:
-            return self.model.predict(self.extractor.transform_choices(self.space, points))
+            def score(positions: np.ndarray, design: int = design) -> np.ndarray:
+                rows = self.extractor.transform_positions(self.space, design, positions)
+                return self.model.predict(rows)
 
-        found = anneal(
-            dims,
-            score,
-            self._starts(dims),
-            steps=self.sa_steps,
-            keep=keep,
-            visited=self._visited,
-            rng=self.np_rng,
-            temperature=self.temperature * spread,
-        )
-        return [self.space.config_of(list(choices)) for _, _, choices in found]
+            visited = {positions(domains, p.values) for p in self._visited if p.design == design}
+            best = anneal(
+                tuple(len(d) for d in domains),
+                score,
+                self._starts(design, max(1, self.sa_chains // designs)),
+                steps=self.sa_steps,
+                keep=keep,
+                visited=visited,
+                rng=self.np_rng,
+                temperature=self.temperature * spread,
+            )
+            for value, walked in best:
+                values = tuple(d.values[p] for d, p in zip(domains, walked, strict=True))
+                found.append((value, Decisions(design, values)))
+        found.sort(key=lambda entry: -entry[0])
+        return [decisions for _, decisions in found[:keep]]
 
-    def _starts(self, dims: tuple[int, ...]) -> np.ndarray:
-        """Chain starts: the fastest configs measured, the rest random points."""
-        measured = sorted(
-            (o for o in self.history if o.seconds is not None),
-            key=lambda o: (o.seconds, o.config.index),
-        )
-        elites = [o.config.choices for o in measured[: self.sa_chains // 2]]
-        randoms = self.np_rng.integers(
-            np.array(dims), size=(self.sa_chains - len(elites), len(dims))
-        )
-        rows = np.array(elites, dtype=np.int64).reshape(len(elites), len(dims))
+    def _starts(self, design: int, chains: int) -> np.ndarray:
+        """Chain starts in design ``design``: its fastest points measured, the rest
+        random points."""
+        domains = self.space.decision_domains(design)
+        dims = np.array([len(d) for d in domains])
+        elites = [
+            positions(domains, o.decisions.values)
+            for o in self.measured()
+            if o.decisions.design == design
+        ][: chains // 2]
+        randoms = self.np_rng.integers(dims, size=(chains - len(elites), len(domains)))
+        rows = np.array(elites, dtype=np.int64).reshape(len(elites), len(domains))
         return np.concatenate([rows, randoms.astype(np.int64)])
 
     def _exploration_count(self, count: int) -> int:
@@ -197,17 +211,17 @@ def transfer_records(
     extractor: FeatureExtractor, space: Space, records: Iterable[tuple[Trace | str, float | None]]
 ) -> tuple[np.ndarray, np.ndarray]:
     """Feature rows and throughputs of stored records of another workload, for
-    ``warm_start``. ``space`` is that workload's space; with knob features it must
-    be the same template (its knobs give the columns), loop-nest features compare
-    across templates. Records whose trace the space does not recognise are left out."""
-    configs = []
+    ``warm_start``. ``space`` is that workload's space; with decision features it
+    must share this one's design (the same template), loop-nest features compare
+    across spaces. Records whose trace the space does not recognise are left out."""
+    points = []
     throughputs = []
-    flops = getattr(space, "flop_count", 1) or 1
+    flops = space.flop_count or 1
     for trace, seconds in records:
-        config = trace_config(space, trace)
-        if config is not None:
-            configs.append(config)
+        candidate = space.candidate_from_trace(trace)
+        if candidate is not None:
+            points.append(candidate.decisions)
             throughputs.append(flops / seconds if seconds else 0.0)
-    if not configs:
+    if not points:
         return np.zeros((0, 0)), np.zeros(0)
-    return extractor.transform(space, configs), np.array(throughputs)
+    return extractor.transform(space, points), np.array(throughputs)

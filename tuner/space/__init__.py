@@ -1,23 +1,37 @@
-"""Spaces of schedules: knob templates (AutoTVM's style) over a workload.
+"""Spaces of schedules: a workload's design traces and the decisions that fill them in.
 
-``create("template", func=..., template="matmul.x86", target="llvm")`` gives a
-space; registering a template is ``@template(name, blocks=...)`` on a function
-``f(cfg, sch)``. The templates for matmul, dense, batch matmul, conv2d NCHW and
-depthwise conv2d register when this package is imported.
+``create(kind, **options)`` builds a space: ``"template"`` (a knob template,
+AutoTVM's style: ``func=..., template="matmul.x86", target="llvm"``) or
+``"schedule_fn"`` (a user's schedule function that draws its choices with
+sampling instructions: ``func=..., schedule_fn=f``). ``space_for`` picks the
+space of a workload: the registered template that fits it. Registering a
+template is ``@template(name, blocks=...)`` on a function ``f(cfg, sch)``; the
+templates for matmul, dense, batch matmul, conv2d NCHW and depthwise conv2d
+register when this package is imported.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from compiler.codegen.target import LLVMTarget
+from compiler.ir.function import PrimFunc
 from tuner.space import templates as _templates  # noqa: F401  (registers the templates)
-from tuner.space.base import Config, Space, SpaceError
+from tuner.space.base import (
+    Decisions,
+    Domain,
+    EnumerableSpace,
+    Space,
+    SpaceError,
+    TraceCandidate,
+)
 from tuner.space.config import ConfigEntity
 from tuner.space.knobs import Knob
 from tuner.space.registry import Template, get_template, template, template_names, templates_for
+from tuner.space.schedule_fn import ScheduleFnSpace
 from tuner.space.template import TemplateSpace
 
-KINDS = {"template": TemplateSpace}
+KINDS: dict[str, type[Space]] = {"template": TemplateSpace, "schedule_fn": ScheduleFnSpace}
 
 
 def create(kind: str, **options: Any) -> Space:
@@ -27,17 +41,38 @@ def create(kind: str, **options: Any) -> Space:
     return KINDS[kind](**options)
 
 
+def space_for(
+    func: PrimFunc, *, target: str | LLVMTarget = "llvm", template: str | None = None
+) -> Space:
+    """The space to tune ``func`` in: the template named ``template``, else the one
+    registered template that fits ``func``. Raises SpaceError naming the templates
+    (or, when none fits, the space kinds to build one with ``create``)."""
+    if template is None and not templates_for(func):
+        raise SpaceError(
+            "no registered template fits this workload; name one of "
+            f"{template_names()} or build a space with create(kind, ...), kind one of "
+            f"{sorted(KINDS)} (a schedule function: create('schedule_fn', func=..., "
+            "schedule_fn=f))"
+        )
+    return create("template", func=func, template=template, target=target)
+
+
 __all__ = [
-    "Config",
-    "ConfigEntity",
     "KINDS",
+    "ConfigEntity",
+    "Decisions",
+    "Domain",
+    "EnumerableSpace",
     "Knob",
+    "ScheduleFnSpace",
     "Space",
     "SpaceError",
     "Template",
     "TemplateSpace",
+    "TraceCandidate",
     "create",
     "get_template",
+    "space_for",
     "template",
     "template_names",
     "templates_for",

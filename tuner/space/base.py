@@ -1,94 +1,291 @@
-"""The space extension point: a finite set of configs, each one schedule of a workload.
+"""The space extension point: a workload's schedules as traces whose sampling
+instructions hold the decisions.
 
-A config is a point of the space: one choice index per knob (``choices``) and the
-single integer that numbers it (``index``, the first knob varying fastest). A
-space turns a config into a Schedule of its workload, whose trace is what the
-database stores, and reads a stored trace back into the config it came from, so
-a resumed search knows what was measured.
+A space turns a workload into one or more *design traces*. Each sampling
+instruction of a design (``sample_perfect_tile``, ``sample_categorical``,
+``sample_compute_location``) has a finite domain of decisions; filling in every
+decision and replaying gives a *candidate*: the workload and a trace with all its
+decisions, named by the trace's structural hash. Search strategies read and
+write decisions only, so a knob template, a user's schedule function and a
+generated sketch are searched the same way (TVM MetaSchedule's design space).
+
+Numbering every candidate is an optional capability (``EnumerableSpace``): grid
+search needs it, nothing else does, and a space of generated sketches has none.
 """
 
 from __future__ import annotations
 
 import abc
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+import random
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
+from compiler.codegen.target import LLVMTarget
+from compiler.flops import flop_count
 from compiler.ir.function import PrimFunc
-from compiler.schedule import Schedule, Trace
+from compiler.schedule import Schedule, ScheduleError, Trace
+from compiler.schedule.replay import REPLAYS, ScheduledProgram
+from compiler.workload_key import workload_key
+
+# Draws ``sample`` makes before it gives up on finding a legal candidate.
+SAMPLE_ATTEMPTS = 64
+# Candidates (or the ScheduleError) of this many points are kept per space, so that
+# a search that proposes and a model that featurizes one point schedule it once.
+CANDIDATE_CACHE_SIZE = 8192
 
 
 class SpaceError(ValueError):
-    """A space or template defined wrongly (a bad knob, an unknown template), as
-    opposed to a config that cannot be applied, which is a ScheduleError."""
+    """A space or template defined wrongly (a bad knob, an unknown template or kind),
+    as opposed to decisions that cannot be applied, which is a ScheduleError."""
 
 
 @dataclass(frozen=True)
-class Config:
-    """One point of a space: ``choices[k]`` indexes the entities of knob ``k``."""
+class Domain:
+    """The decisions one sampling instruction of a design trace may take: ``values``
+    are decisions as the trace holds them (tiles as tuples); ``candidates`` are what
+    a ``sample_categorical`` decision (an index) stands for."""
 
-    index: int
-    choices: tuple[int, ...]
+    kind: str
+    values: tuple[Any, ...]
+    candidates: tuple[int, ...] = ()
+    _positions: dict[Any, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.values:
+            raise SpaceError(f"a {self.kind} domain has no decisions; give it at least one")
+        object.__setattr__(self, "_positions", {v: k for k, v in enumerate(self.values)})
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def position(self, value: Any) -> int | None:
+        """Where ``value`` is among the decisions, None when it is not one."""
+        return self._positions.get(value)
+
+
+def positions(domains: Sequence[Domain], values: Sequence[Any]) -> tuple[int, ...]:
+    """Where each decision is in its domain: a point as the row of ints that a cost
+    model's annealing walks; raises SpaceError for a decision outside its domain."""
+    found = []
+    for domain, value in zip(domains, values, strict=True):
+        position = domain.position(value)
+        if position is None:
+            raise SpaceError(f"decision {value!r} is not in its {domain.kind} domain")
+        found.append(position)
+    return tuple(found)
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """A point of a space: the design trace it fills in and one decision per sampling
+    instruction of it, in trace order (hashable: tiles are tuples)."""
+
+    design: int
+    values: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class TraceCandidate:
+    """A workload and a trace with every decision filled in. Two candidates are equal
+    when their traces are structurally equal (``trace_hash``), whatever made them."""
+
+    workload_key: str
+    trace_hash: str
+    trace: Trace = field(compare=False, repr=False)
+    decisions: Decisions = field(compare=False)
+
+    @cached_property
+    def trace_json(self) -> str:
+        return self.trace.to_json_string()
+
+
+def decision_value(decision: Any) -> Any:
+    """A trace's decision as a hashable value: a tile's list becomes a tuple."""
+    return tuple(decision) if isinstance(decision, list) else decision
+
+
+def trace_decision(value: Any) -> Any:
+    """A decision value as a trace holds it: a tile's tuple becomes a list."""
+    return list(value) if isinstance(value, tuple) else value
+
+
+def parse_trace(trace: Trace | str) -> Trace | None:
+    """A trace or its JSON, None for malformed JSON."""
+    if isinstance(trace, Trace):
+        return trace
+    try:
+        return Trace.from_json(trace)
+    except ScheduleError:
+        return None
 
 
 class Space(abc.ABC):
-    """A finite space of schedules of one workload (``func``).
-
-    Implementations say how many choices each knob has (``dims``), how a config
-    becomes a schedule, and how a trace maps back to a config; numbering configs
-    is shared.
-    """
+    """The schedules of one workload (``func``) on ``target``, as decisions of its
+    design traces. Implementations give the designs, each one's domains, how
+    decisions become a candidate, and how a stored trace reads back."""
 
     func: PrimFunc
+    target: LLVMTarget
 
     @property
     @abc.abstractmethod
-    def dims(self) -> tuple[int, ...]:
-        """How many entities each knob has, in definition order."""
+    def name(self) -> str:
+        """What made the space (``template matmul.x86``), for reports."""
 
     @abc.abstractmethod
-    def schedule(self, config: Config) -> Schedule:
-        """The workload scheduled by ``config``; raises ScheduleError when the
-        config is illegal on this workload."""
+    def design_traces(self) -> Sequence[Trace]:
+        """The design traces, whose sampling instructions the decisions fill in."""
+
+    @property
+    def design_count(self) -> int:
+        """How many design traces there are (known without making them)."""
+        return len(self.design_traces())
 
     @abc.abstractmethod
-    def config_from_trace(self, trace: Trace) -> Config | None:
-        """The config whose schedule recorded ``trace``, or None for a trace this
-        space did not make."""
+    def decision_domains(self, design: int) -> tuple[Domain, ...]:
+        """The domain of each sampling instruction of design ``design``, in order."""
 
     @abc.abstractmethod
-    def describe(self, config: Config) -> dict[str, Any]:
-        """The config's entities by knob name, for people and logs."""
+    def _schedule(self, decisions: Decisions) -> Schedule:
+        """The workload scheduled with these decisions; raises ScheduleError when they
+        are illegal on it."""
+
+    @abc.abstractmethod
+    def candidate_from_trace(self, trace: Trace | str) -> TraceCandidate | None:
+        """The candidate a stored trace (or its JSON) records, None for a malformed
+        trace or one this space did not make."""
+
+    @abc.abstractmethod
+    def for_workload(self, func: PrimFunc) -> Space | None:
+        """The same kind of space on another workload (a matmul of another shape),
+        None when it does not fit that workload; what transfer learns across."""
+
+    # shared ------------------------------------------------------------------------
+
+    def candidate(self, decisions: Decisions) -> TraceCandidate:
+        """The candidate these decisions make; raises ScheduleError (remembered too)
+        when they are illegal on this workload. Its program is kept for the process,
+        so features and builds here do not replay it again."""
+        made = self._candidates.get(decisions)
+        if made is None:
+            try:
+                sch = self._schedule(decisions)
+                trace = sch.trace
+                digest = trace.structural_hash
+                REPLAYS.remember(self.workload_key, digest, sch.mod["main"])
+                made = TraceCandidate(self.workload_key, digest, trace, decisions)
+            except ScheduleError as err:
+                made = err
+            if len(self._candidates) >= CANDIDATE_CACHE_SIZE:
+                self._candidates.popitem(last=False)
+            self._candidates[decisions] = made
+        if isinstance(made, ScheduleError):
+            raise made
+        return made
+
+    @cached_property
+    def _candidates(self) -> OrderedDict[Decisions, TraceCandidate | ScheduleError]:
+        return OrderedDict()
+
+    @cached_property
+    def workload_key(self) -> str:
+        return workload_key(self.func)
+
+    @cached_property
+    def flop_count(self) -> int:
+        return flop_count(self.func)
+
+    def random_decisions(self, rng: random.Random) -> Decisions:
+        """A design and one decision of each of its domains, uniformly at random."""
+        design = rng.randrange(self.design_count)
+        domains = self.decision_domains(design)
+        return Decisions(design, tuple(rng.choice(d.values) for d in domains))
+
+    def sample(self, rng: random.Random) -> TraceCandidate:
+        """A legal candidate with every decision drawn at random; raises ScheduleError
+        when SAMPLE_ATTEMPTS draws were all illegal."""
+        error: ScheduleError | None = None
+        for _ in range(SAMPLE_ATTEMPTS):
+            try:
+                return self.candidate(self.random_decisions(rng))
+            except ScheduleError as err:
+                error = err
+        raise ScheduleError(
+            f"{SAMPLE_ATTEMPTS} random draws of {self.name} were all illegal; the last: {error}"
+        )
+
+    def mutated(self, decisions: Decisions, rng: random.Random) -> Decisions:
+        """``decisions`` with one decision (among those with a choice) redrawn to
+        another value; the same when no decision has a choice."""
+        domains = self.decision_domains(decisions.design)
+        movable = [k for k, d in enumerate(domains) if len(d) > 1]
+        if not movable:
+            return decisions
+        k = rng.choice(movable)
+        others = [v for v in domains[k].values if v != decisions.values[k]]
+        values = list(decisions.values)
+        values[k] = rng.choice(others)
+        return Decisions(decisions.design, tuple(values))
+
+    def mutate(self, candidate: TraceCandidate, rng: random.Random) -> TraceCandidate:
+        """A neighbour of ``candidate``: one decision changed, replayed; raises
+        ScheduleError when the change is illegal."""
+        return self.candidate(self.mutated(candidate.decisions, rng))
+
+    def neighbours(self, decisions: Decisions) -> Iterator[Decisions]:
+        """Every point that differs from ``decisions`` in exactly one decision."""
+        for k, domain in enumerate(self.decision_domains(decisions.design)):
+            for value in domain.values:
+                if value != decisions.values[k]:
+                    values = (*decisions.values[:k], value, *decisions.values[k + 1 :])
+                    yield Decisions(decisions.design, values)
+
+    def program(self, candidate: TraceCandidate) -> ScheduledProgram:
+        """The candidate's scheduled (and, on demand, lowered) program, replayed at
+        most once per process."""
+        return REPLAYS.replayed(
+            self.func, candidate.trace, key=candidate.workload_key, digest=candidate.trace_hash
+        )
+
+    def describe(self, candidate: TraceCandidate) -> dict[str, Any]:
+        """The candidate's decisions by sampling instruction, for people and logs."""
+        design = self.design_traces()[candidate.decisions.design]
+        sampled = sorted(design.decisions)
+        return {
+            f"{design.instructions[i].kind}#{i}": v
+            for i, v in zip(sampled, candidate.decisions.values, strict=True)
+        }
+
+
+class EnumerableSpace(Space):
+    """A space whose points can be numbered: design by design, the first decision
+    varying fastest. Grid search needs this; other strategies do not."""
 
     @property
     def size(self) -> int:
-        return math.prod(self.dims)
+        return sum(self._design_size(d) for d in range(self.design_count))
 
-    def config(self, index: int) -> Config:
-        """The config numbered ``index`` (0 <= index < size)."""
+    def decisions_at(self, index: int) -> Decisions:
+        """The point numbered ``index`` (0 <= index < size)."""
         if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < self.size:
-            raise IndexError(f"config index {index!r} is outside the space of {self.size}")
-        choices = []
-        rest = index
-        for dim in self.dims:
-            rest, choice = divmod(rest, dim)
-            choices.append(choice)
-        return Config(index, tuple(choices))
+            raise IndexError(f"point {index!r} is outside the space of {self.size}")
+        design = 0
+        while index >= self._design_size(design):
+            index -= self._design_size(design)
+            design += 1
+        values = []
+        for domain in self.decision_domains(design):
+            index, position = divmod(index, len(domain))
+            values.append(domain.values[position])
+        return Decisions(design, tuple(values))
 
-    def config_of(self, choices: Sequence[int]) -> Config:
-        """The config with these knob choices."""
-        dims = self.dims
-        fits = len(choices) == len(dims) and all(
-            0 <= c < d for c, d in zip(choices, dims, strict=True)
-        )
-        if not fits:
-            raise IndexError(f"choices {list(choices)} do not fit the knob sizes {list(dims)}")
-        index = 0
-        for choice, dim in zip(reversed(choices), reversed(dims), strict=True):
-            index = index * dim + int(choice)
-        return Config(index, tuple(int(c) for c in choices))
+    def enumerate(self) -> Iterator[Decisions]:
+        """Every point in index order."""
+        return (self.decisions_at(k) for k in range(self.size))
 
-    def trace(self, config: Config) -> Trace:
-        """The trace of ``config``'s schedule; raises ScheduleError when illegal."""
-        return self.schedule(config).trace
+    def _design_size(self, design: int) -> int:
+        return math.prod(len(d) for d in self.decision_domains(design))

@@ -6,9 +6,9 @@ read: knobs are defined from the workload alone, before any choice is used, so
 every config of a space has the same knobs. Then, once per config, with a
 ``ConfigEntity``, which checks each definition against the space's knob and
 records the config's choice in the schedule's trace as a sampling instruction
-(``sample_perfect_tile`` for an exact split, ``sample_categorical`` otherwise),
-one per knob in definition order. That is what lets a stored trace be read back
-into its config.
+(``sample_perfect_tile`` for an exact split of a loop, ``sample_categorical``
+otherwise), one per knob in definition order: the knobs are the decisions of the
+template's space, and a stored trace reads back into them.
 """
 
 from __future__ import annotations
@@ -101,11 +101,13 @@ class KnobCollector(_Definitions):
     def __init__(self, sch: Schedule, target: LLVMTarget) -> None:
         super().__init__(sch, target)
         self.knobs: list[Knob] = []
+        self.tiles: list[bool] = []
 
     def _add(self, knob: Knob, loop: LoopRV | None) -> None:
         if any(k.name == knob.name for k in self.knobs):
             raise SpaceError(f"knob {knob.name!r} is defined twice; give each knob its own name")
         self.knobs.append(knob)
+        self.tiles.append(records_a_tile(knob, loop))
 
     def __getitem__(self, name: str) -> Any:
         raise KnobsDefined(name)
@@ -148,7 +150,7 @@ class ConfigEntity(_Definitions):
 
 def _record(sch: Schedule, knob: Knob, choice: int, entity: Any, loop: LoopRV | None) -> Any:
     """Put the choice in the trace and return the entity view the template uses."""
-    if knob.kind == "split" and knob.perfect and loop is not None:
+    if loop is not None and records_a_tile(knob, loop):
         max_inner = max(e[-1] for e in knob.entities)
         factors = sch.sample_perfect_tile(
             loop, n=len(entity), max_innermost_factor=max_inner, decision=list(entity)
@@ -163,6 +165,12 @@ def _record(sch: Schedule, knob: Knob, choice: int, entity: Any, loop: LoopRV | 
     if knob.kind == "annotate":
         return AnnotateEntity(tuple(entity))
     return OtherEntity(entity)
+
+
+def records_a_tile(knob: Knob, loop: LoopRV | None) -> bool:
+    """Whether the knob's choice is recorded as ``sample_perfect_tile`` (an exact split
+    of a loop handle) rather than ``sample_categorical``."""
+    return knob.kind == "split" and knob.perfect and loop is not None
 
 
 def categorical_candidates(knob: Knob) -> list[int]:

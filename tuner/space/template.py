@@ -1,26 +1,43 @@
-"""``TemplateSpace``: the configs of a knob template on one workload (AutoTVM's style)."""
+"""``TemplateSpace``: a knob template on one workload (AutoTVM's style), as a space of
+decisions.
+
+Each knob is one sampling instruction of the template's trace: an exact split is a
+``sample_perfect_tile`` whose decision is the factors, any other knob a
+``sample_categorical`` whose decision is the entity's position. The knobs are
+defined from the workload alone, so every candidate's trace has the same
+sampling instructions: one design, whose domains are the knobs' entities. The
+template reads its choices in Python (a reorder, a packing), so a candidate is
+made by running the template with the decisions, not by replaying a design.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cached_property
 from typing import Any
 
 from compiler.codegen.target import LLVMTarget
-from compiler.flops import flop_count
 from compiler.ir.function import PrimFunc
 from compiler.schedule import Schedule, ScheduleError, Trace
-from tuner.space.base import Config, Space, SpaceError
+from tuner.space.base import (
+    Decisions,
+    Domain,
+    EnumerableSpace,
+    SpaceError,
+    TraceCandidate,
+    decision_value,
+    parse_trace,
+)
 from tuner.space.config import ConfigEntity, KnobCollector, KnobsDefined, categorical_candidates
 from tuner.space.knobs import Knob
 from tuner.space.registry import Template, get_template, template_names, templates_for
 
-# Traces (or the ScheduleError) of this many configs are kept, so that a search that
-# proposes, a model that featurizes and a loop that builds one config apply it once.
-TRACE_CACHE_SIZE = 8192
+# Points tried, in index order, for a legal design trace.
+DESIGN_ATTEMPTS = 256
 
 
-class TemplateSpace(Space):
-    """Every config of ``template`` on ``func``, for ``target``'s capabilities.
+class TemplateSpace(EnumerableSpace):
+    """Every choice of ``template``'s knobs on ``func``, for ``target``'s capabilities.
 
     ``template`` is a registered name, a Template, or None for the one registered
     template that fits ``func``.
@@ -36,10 +53,13 @@ class TemplateSpace(Space):
         self.func = func
         self.template = _resolve(func, template)
         self.target = LLVMTarget.parse(target)
-        self.knobs: tuple[Knob, ...] = self._collect()
-        self._traces: dict[int, Trace | ScheduleError] = {}
+        collector = self._collect()
+        self.knobs: tuple[Knob, ...] = tuple(collector.knobs)
+        self._domains = tuple(
+            _domain(knob, tile) for knob, tile in zip(self.knobs, collector.tiles, strict=True)
+        )
 
-    def _collect(self) -> tuple[Knob, ...]:
+    def _collect(self) -> KnobCollector:
         cfg = KnobCollector(Schedule(self.func), self.target)
         try:
             self.template.func(cfg, cfg.sch)
@@ -47,55 +67,109 @@ class TemplateSpace(Space):
             pass
         if not cfg.knobs:
             raise SpaceError(f"template {self.template.name!r} defines no knobs")
-        return tuple(cfg.knobs)
+        return cfg
 
     @property
-    def dims(self) -> tuple[int, ...]:
-        return tuple(len(k) for k in self.knobs)
+    def name(self) -> str:
+        return f"template {self.template.name}"
+
+    @property
+    def design_count(self) -> int:
+        return 1
+
+    def design_traces(self) -> tuple[Trace, ...]:
+        return (self._design,)
 
     @cached_property
-    def flop_count(self) -> int:
-        return flop_count(self.func)
+    def _design(self) -> Trace:
+        """The trace of the first legal point: what every candidate's trace looks like."""
+        for index in range(min(self.size, DESIGN_ATTEMPTS)):
+            try:
+                return self.candidate(self.decisions_at(index)).trace
+            except ScheduleError:
+                continue
+        raise SpaceError(
+            f"template {self.template.name!r}: none of the first {DESIGN_ATTEMPTS} knob choices "
+            "schedules this workload"
+        )
 
-    def schedule(self, config: Config) -> Schedule:
+    def decision_domains(self, design: int) -> tuple[Domain, ...]:
+        if design != 0:
+            raise SpaceError(f"a template space has one design, 0; got {design!r}")
+        return self._domains
+
+    def _schedule(self, decisions: Decisions) -> Schedule:
         sch = Schedule(self.func)
-        cfg = ConfigEntity(sch, self.target, self.knobs, config.choices)
+        cfg = ConfigEntity(sch, self.target, self.knobs, self._choices(decisions))
         self.template.func(cfg, sch)
         return sch
 
-    def trace(self, config: Config) -> Trace:
-        """The config's trace, remembered for the next ask; raises ScheduleError (also
-        remembered) when the config is illegal."""
-        known = self._traces.get(config.index)
-        if known is None:
-            try:
-                known = self.schedule(config).trace
-            except ScheduleError as err:
-                known = err
-            if len(self._traces) >= TRACE_CACHE_SIZE:
-                self._traces.pop(next(iter(self._traces)))
-            self._traces[config.index] = known
-        if isinstance(known, ScheduleError):
-            raise known
-        return known.copy()
+    def _choices(self, decisions: Decisions) -> list[int]:
+        """The entity index of each knob that ``decisions`` pick."""
+        if decisions.design != 0 or len(decisions.values) != len(self.knobs):
+            raise SpaceError(
+                f"decisions {decisions} do not fit the {len(self.knobs)} knobs of {self.name}"
+            )
+        choices = []
+        for domain, value in zip(self._domains, decisions.values, strict=True):
+            position = domain.position(value)
+            if position is None:
+                raise SpaceError(f"decision {value!r} is not one of {list(domain.values)}")
+            choices.append(position)
+        return choices
 
-    def config_from_trace(self, trace: Trace) -> Config | None:
-        sampled = [trace.instructions[i] for i in sorted(trace.decisions)]
+    def candidate_from_trace(self, trace: Trace | str) -> TraceCandidate | None:
+        parsed = parse_trace(trace)
+        if parsed is None:
+            return None
+        sampled = [parsed.instructions[i] for i in sorted(parsed.decisions)]
         if len(sampled) != len(self.knobs):
             return None
-        choices = []
-        for knob, inst in zip(self.knobs, sampled, strict=True):
-            choice = _choice_of(knob, inst.kind, inst.inputs, inst.decision)
-            if choice is None:
+        values = []
+        for domain, inst in zip(self._domains, sampled, strict=True):
+            value = decision_value(inst.decision)
+            if inst.kind != domain.kind or domain.position(value) is None:
                 return None
-            choices.append(choice)
-        return self.config_of(choices)
+            if domain.candidates and inst.inputs.get("candidates") != list(domain.candidates):
+                return None
+            values.append(value)
+        digest = parsed.structural_hash
+        return TraceCandidate(self.workload_key, digest, parsed, Decisions(0, tuple(values)))
 
-    def describe(self, config: Config) -> dict[str, Any]:
-        return {k.name: k.entities[c] for k, c in zip(self.knobs, config.choices, strict=True)}
+    def for_workload(self, func: PrimFunc) -> TemplateSpace | None:
+        if not self.template.fits(func):
+            return None
+        return TemplateSpace(func, self.template, target=self.target)
+
+    def decisions_of(self, entities: Mapping[str, Any]) -> Decisions:
+        """The point that picks ``entities`` (one per knob, by name): a hand-written
+        schedule located in the space."""
+        values = []
+        for knob, domain in zip(self.knobs, self._domains, strict=True):
+            position = knob.position(entities.get(knob.name))
+            if position is None:
+                raise SpaceError(
+                    f"knob {knob.name!r}: {entities.get(knob.name)!r} is not one of its "
+                    f"{len(knob)} entities"
+                )
+            values.append(domain.values[position])
+        return Decisions(0, tuple(values))
+
+    def describe(self, candidate: TraceCandidate) -> dict[str, Any]:
+        choices = self._choices(candidate.decisions)
+        return {k.name: k.entities[c] for k, c in zip(self.knobs, choices, strict=True)}
 
     def __repr__(self) -> str:
         return f"TemplateSpace({self.template.name!r}, {len(self.knobs)} knobs, {self.size})"
+
+
+def _domain(knob: Knob, tile: bool) -> Domain:
+    """A tile's domain is its factor tuples; any other knob's is the positions of its
+    entities, which ``sample_categorical`` records."""
+    if tile:
+        return Domain("sample_perfect_tile", tuple(knob.entities))
+    candidates = tuple(categorical_candidates(knob))
+    return Domain("sample_categorical", tuple(range(len(knob))), candidates)
 
 
 def _resolve(func: PrimFunc, template: str | Template | None) -> Template:
@@ -110,17 +184,3 @@ def _resolve(func: PrimFunc, template: str | Template | None) -> Template:
             f"{len(fitting)} registered templates fit this workload; name one of {names}"
         )
     return fitting[0]
-
-
-def _choice_of(knob: Knob, kind: str, inputs: dict[str, Any], decision: Any) -> int | None:
-    """The knob choice a sampling instruction recorded, or None when it is not this
-    knob's instruction."""
-    if kind == "sample_perfect_tile":
-        if knob.kind != "split" or not isinstance(decision, list):
-            return None
-        return knob.position(tuple(decision))
-    if kind != "sample_categorical" or inputs.get("candidates") != categorical_candidates(knob):
-        return None
-    if type(decision) is not int or not 0 <= decision < len(knob):
-        return None
-    return decision

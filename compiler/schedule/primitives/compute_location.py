@@ -128,7 +128,7 @@ def sample_compute_location(
     """Pick where to compute ``block``: -1 stays at the root, -2 inlines it (offered
     only when inlining is legal), ``k >= 0`` the k-th loop where compute_at is legal."""
     loops = compute_at_candidates(func, block)
-    choices = ([-2] if _inlinable(func, block) else []) + [-1] + list(range(len(loops)))
+    choices = _choices(func, block, loops)
     if decision is None:
         index = rng.choice(choices)
     elif decision in choices:
@@ -140,6 +140,16 @@ def sample_compute_location(
             f"{[loop.loop_var.name for loop in loops]})"
         )
     return index, (loops[index] if index >= 0 else None)
+
+
+def compute_location_choices(func: PrimFunc, block: Block) -> list[int]:
+    """The decisions ``sample_compute_location`` accepts for ``block`` in ``func``: a
+    search's domain for that instruction."""
+    return _choices(func, block, compute_at_candidates(func, block))
+
+
+def _choices(func: PrimFunc, block: Block, loops: list[For]) -> list[int]:
+    return ([-2] if _inlinable(func, block) else []) + [-1] + list(range(len(loops)))
 
 
 def compute_at_candidates(func: PrimFunc, block: Block) -> list[For]:

@@ -79,6 +79,24 @@ def _checked_tile(
     return factors
 
 
+def perfect_tile_choices(extent: int, n: int, max_innermost_factor: int) -> list[tuple[int, ...]]:
+    """Every decision ``sample_perfect_tile`` accepts for a loop of ``extent``: the
+    ordered ``n``-factorizations, the innermost at most ``max_innermost_factor``."""
+    if n == 1:
+        return [(extent,)] if extent <= max_innermost_factor else []
+    found: list[tuple[int, ...]] = []
+    for inner in _divisors(extent):
+        if inner <= max_innermost_factor:
+            found.extend((*rest, inner) for rest in _factorizations(extent // inner, n - 1))
+    return sorted(found)
+
+
+def _factorizations(extent: int, n: int) -> list[tuple[int, ...]]:
+    if n == 1:
+        return [(extent,)]
+    return [(*rest, d) for d in _divisors(extent) for rest in _factorizations(extent // d, n - 1)]
+
+
 def _divisors(n: int) -> list[int]:
     small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
     return sorted(set(small + [n // d for d in small]))

@@ -1,9 +1,9 @@
-"""Feature extraction for cost models: ``create("knob" | "loop_nest" | "combined")``.
+"""Feature extraction for cost models: ``create("decision" | "loop_nest" | "combined")``.
 
-``knob`` reads the config's knob values (microseconds a row, what the simulated
-annealing of the model-based search scores thousands of configs with);
+``decision`` reads a point's decisions (microseconds a row, what the simulated
+annealing of the model-based search scores thousands of points with);
 ``loop_nest`` reads the lowered loop nest (about 20 ms a row, and comparable
-across templates and workloads); ``combined`` is both side by side.
+across spaces and workloads); ``combined`` is both side by side.
 """
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ from typing import Any
 from tuner.cost_model.base import CostModelError
 from tuner.cost_model.features.base import FeatureExtractor
 from tuner.cost_model.features.combined import CombinedFeatures
-from tuner.cost_model.features.knob import KnobFeatures
+from tuner.cost_model.features.decision import DecisionFeatures
 from tuner.cost_model.features.loop_nest import LoopNestFeatures, function_features
 
 
 def _combined() -> CombinedFeatures:
-    return CombinedFeatures([KnobFeatures(), LoopNestFeatures()])
+    return CombinedFeatures([DecisionFeatures(), LoopNestFeatures()])
 
 
-KINDS = {"knob": KnobFeatures, "loop_nest": LoopNestFeatures, "combined": _combined}
+KINDS = {"decision": DecisionFeatures, "loop_nest": LoopNestFeatures, "combined": _combined}
 
 
 def create(kind: str, **options: Any) -> FeatureExtractor:
@@ -34,8 +34,8 @@ def create(kind: str, **options: Any) -> FeatureExtractor:
 __all__ = [
     "KINDS",
     "CombinedFeatures",
+    "DecisionFeatures",
     "FeatureExtractor",
-    "KnobFeatures",
     "LoopNestFeatures",
     "create",
     "function_features",

@@ -1,9 +1,9 @@
-"""The feature extraction extension point: configs of a space in, a matrix out.
+"""The feature extraction extension point: points of a space in, a matrix out.
 
-Each row describes one config with a fixed number of numbers, so a cost model
-trained on some configs can score others. A row of NaN marks a config whose
-features cannot be computed (its schedule is illegal); XGBoost treats NaN as
-missing.
+Each row describes one point (a design and its decisions) with a fixed number of
+numbers, so a cost model trained on some points can score others. A row of NaN
+marks a point whose features cannot be computed (its decisions are illegal);
+XGBoost treats NaN as missing.
 """
 
 from __future__ import annotations
@@ -13,18 +13,24 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tuner.space.base import Config, Space
+from tuner.space.base import Decisions, Space
 
 
 class FeatureExtractor(abc.ABC):
-    """Turns configs of a space into feature rows."""
+    """Turns points of a space into feature rows."""
 
     @abc.abstractmethod
-    def transform(self, space: Space, configs: Sequence[Config]) -> np.ndarray:
-        """A float matrix with one row per config."""
+    def transform(self, space: Space, points: Sequence[Decisions]) -> np.ndarray:
+        """A float matrix with one row per point."""
 
-    def transform_choices(self, space: Space, choices: np.ndarray) -> np.ndarray:
-        """Rows for configs given as an int matrix of knob choices (one config per
-        row); the simulated annealing of the model-based search scores thousands of
-        these, so extractors that can work on the matrix directly override this."""
-        return self.transform(space, [space.config_of(list(row)) for row in choices])
+    def transform_positions(self, space: Space, design: int, matrix: np.ndarray) -> np.ndarray:
+        """Rows for points of design ``design`` given as an int matrix of positions into
+        its decision domains (one point per row); the simulated annealing of the
+        model-based search scores thousands of these, so extractors that can work on
+        the matrix directly override this."""
+        domains = space.decision_domains(design)
+        points = [
+            Decisions(design, tuple(d.values[p] for d, p in zip(domains, row, strict=True)))
+            for row in matrix.tolist()
+        ]
+        return self.transform(space, points)

@@ -13,8 +13,9 @@ the one that runs most often, and the rest in sums:
 - the other stores: how many, and log2 of their iterations (packing, init and
   write-back overheads); log2 of the bytes allocated inside the function.
 
-About 20 ms per config, nearly all of it applying and lowering the schedule, so
-a search scores few configs this way; rows are cached per space and config.
+About 20 ms per point, nearly all of it applying and lowering the schedule, so
+a search scores few points this way; rows are cached per space and point, and
+the lowered program is shared through the replay cache.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from compiler.ir.stmt import Allocate, BufferStore, For, ForKind, IfThenElse, Se
 from compiler.lower import lower_func
 from compiler.schedule import ScheduleError
 from tuner.cost_model.features.base import FeatureExtractor
-from tuner.space.base import Config, Space
+from tuner.space.base import Decisions, Space
 
 ACCESSES = 4  # the store and its first three loads
 LEVELS = (1, 2, 3, None)  # innermost loops whose footprint is measured; None: all
@@ -57,34 +58,38 @@ class _Store:
 
 
 class LoopNestFeatures(FeatureExtractor):
-    """Features of the lowered loop nest of each config's schedule."""
+    """Features of the lowered loop nest of each point's candidate, read from the
+    process's replay cache (the lowering the build of the same candidate uses)."""
 
     def __init__(self) -> None:
-        self._rows: weakref.WeakKeyDictionary[Space, dict[int, np.ndarray]] = (
+        self._rows: weakref.WeakKeyDictionary[Space, dict[Decisions, np.ndarray]] = (
             weakref.WeakKeyDictionary()
         )
 
-    def transform(self, space: Space, configs: Sequence[Config]) -> np.ndarray:
+    def transform(self, space: Space, points: Sequence[Decisions]) -> np.ndarray:
         cache = self._rows.setdefault(space, {})
         rows = []
-        for config in configs:
-            if config.index not in cache:
-                cache[config.index] = self._row(space, config)
-            rows.append(cache[config.index])
+        for point in points:
+            if point not in cache:
+                cache[point] = self._row(space, point)
+            rows.append(cache[point])
         return np.array(rows, dtype=float).reshape(len(rows), WIDTH)
 
-    def _row(self, space: Space, config: Config) -> np.ndarray:
+    def _row(self, space: Space, point: Decisions) -> np.ndarray:
         try:
-            scheduled = space.schedule(config).mod["main"]
+            program = space.program(space.candidate(point))
         except ScheduleError:
             return np.full(WIDTH, np.nan)
-        return function_features(scheduled)
+        return lowered_features(program.lowered)
 
 
 def function_features(func: PrimFunc) -> np.ndarray:
-    """The feature row of a scheduled function (lowered here), whatever made it: a
-    config of a space, or a stored trace replayed on another workload (transfer)."""
-    lowered = lower_func(func)
+    """The feature row of a scheduled function (lowered here), whatever made it."""
+    return lowered_features(lower_func(func))
+
+
+def lowered_features(lowered: PrimFunc) -> np.ndarray:
+    """The feature row of a lowered function."""
     stores: list[_Store] = []
     allocated: list[Buffer] = []
     _walk(lowered.body, (), stores, allocated)
