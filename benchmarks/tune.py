@@ -1,15 +1,17 @@
 """Tuning end to end: fp32 GEMM 1024^3 and conv2d NCHW 1x64x56x56 (64 filters, 3x3,
-pad 1), each tuned with the model-based tuner, against numpy and the default schedule.
+pad 1), each tuned with the model-based tuner from several seeds, against the
+strongest plain-numpy formulation, onnxruntime (where installed) and the default
+schedule.
 
-    python benchmarks/tune.py                     # 200 trials per workload
-    python benchmarks/tune.py --trials 32         # a quick run
-    python benchmarks/tune.py --json              # last line: one JSON object
+    python benchmarks/tune.py --trials 64 --seeds 3       # per seed: a fresh database
+    python benchmarks/tune.py --only conv2d --json        # last line: one JSON object
 
-Per workload it prints numpy's GFLOP/s (the conv as im2col + one matmul), the
-default schedule's, the tuned schedule's (its trace replayed, built and timed here,
-afresh, after the tuning), the ratios, the tuning wall time and trials per second,
-and the best-so-far curve of the model-based tuner against a shorter random run.
-Each tuning run uses a fresh temporary SQLite database and the local workers.
+Per workload it prints the baselines' GFLOP/s, then per seed the schedule the run
+picked as its best: as the search measured it, as the run's re-timing measured it,
+and built and timed here afresh; the ratios search/fresh and re-timed/fresh (1.0:
+the tuner's numbers can be trusted), and the spread of the fresh GFLOP/s over the
+seeds ((max - min) / median). Each run uses a temporary SQLite database and the
+local workers; nothing else should run on the machine meanwhile.
 """
 
 from __future__ import annotations
@@ -27,14 +29,16 @@ from typing import Any
 _HERE = os.path.dirname(os.path.abspath(__file__))
 if sys.path and os.path.abspath(sys.path[0] or os.curdir) == _HERE:
     del sys.path[0]  # run as a script, this file would shadow the packages it measures
+sys.path.append(_HERE)  # ... but its sibling modules are wanted
 
 import numpy as np  # noqa: E402
+from onnx_peer import onnxruntime_version, session_for  # noqa: E402
 
 import compiler  # noqa: E402
 import workers  # noqa: E402
+from compiler.runtime.profiling import time_raw  # noqa: E402
 from compiler.schedule import Schedule, Trace  # noqa: E402
 from compiler.topi.reference import numpy_function  # noqa: E402
-from compiler.workload import normalize_spec  # noqa: E402
 from db import Database  # noqa: E402
 from tuner.task import TuneTask  # noqa: E402
 from tuner.tune import TuneOptions, TuneResult, tune  # noqa: E402
@@ -52,146 +56,151 @@ CONV = {
         "padding": 1,
     },
 }
+WORKLOADS = {"gemm": ("gemm_1024", GEMM), "conv2d": ("conv2d_1x64x56x56_k3", CONV)}
 REPEATS = 7
 WINDOWS = 5
-WINDOW_GAP_S = 0.2
-BLAS_SETTLE_S = 0.5  # numpy's BLAS threads spin a while after a call
-CURVE_POINTS = 8
+WINDOW_GAP_S = 0.1
 
 
-def time_numpy(reference: Callable[..., np.ndarray], inputs: list[np.ndarray]) -> float:
-    reference(*inputs)
-    runs = []
-    for _ in range(REPEATS):
-        start = time.perf_counter()
-        reference(*inputs)
-        runs.append(time.perf_counter() - start)
-    time.sleep(BLAS_SETTLE_S)
-    return statistics.median(runs)
-
-
-def time_kernel(kernel: Any, arrays: list[np.ndarray]) -> float:
-    """The median of ``WINDOWS`` timings a moment apart: on a shared machine one
-    kernel's back-to-back timings differ by up to 20 %."""
-    evaluate = kernel.time_evaluator("main", number=1, repeat=REPEATS, min_repeat_ms=50)
+def seconds_per_call(call: Callable[[], Any]) -> float:
+    """The median of ``WINDOWS`` timings a moment apart, each the median of ``REPEATS``
+    loops of at least 20 ms: one slow stretch of a shared machine moves one window."""
     windows = []
     for _ in range(WINDOWS):
-        windows.append(float(evaluate(*arrays).median))
+        windows.append(time_raw(call, (), 1, REPEATS, 20.0).median)
         time.sleep(WINDOW_GAP_S)
     return statistics.median(windows)
 
 
-def tuned_kernel(task: TuneTask, result: TuneResult) -> Any:
-    """The re-timed best schedule, replayed on the workload and built here."""
+def reference_of(task: TuneTask) -> Callable[..., np.ndarray]:
+    """The strongest plain-numpy formulation of the task's operator."""
+    assert task.spec is not None
+    return numpy_function(json.loads(task.spec))
+
+
+def built(task: TuneTask, trace: str) -> compiler.runtime.Module:
     sch = Schedule(task.func)
-    Trace.from_json(result.best[0].trace).apply_to_schedule(sch)
-    return compiler.build(sch.mod)
+    Trace.from_json(trace).apply_to_schedule(sch)
+    return compiler.build(sch.mod, target=task.target)
 
 
-def curve_points(curve: tuple[float, ...], trials: int) -> list[tuple[int, float]]:
-    """Best-so-far GFLOP/s every ``trials // CURVE_POINTS`` trials (the same marks for
-    any run of a workload, so a shorter run's curve lines up with the longer one's)."""
-    step = max(1, trials // CURVE_POINTS)
-    return [(t, round(curve[t - 1], 2)) for t in range(step, len(curve) + 1, step)]
-
-
-def tune_once(task: TuneTask, tuner: str, trials: int, seed: int) -> TuneResult:
+def tune_once(task: TuneTask, trials: int, seed: int) -> TuneResult:
     with tempfile.TemporaryDirectory() as folder:
         url = f"sqlite:///{os.path.join(folder, 'tune.db')}"
         with Database(url) as database, workers.create("local") as backend:
-            options = TuneOptions(trials=trials, tuner=tuner, seed=seed)
+            options = TuneOptions(trials=trials, seed=seed)
             return tune(task, database=database, workers=backend, options=options)
 
 
-def bench(
-    name: str, spec: dict[str, Any], reference: Callable[..., np.ndarray], args: argparse.Namespace
-) -> dict[str, Any]:
+def baselines(task: TuneTask, spec: dict[str, Any], arrays: list[np.ndarray]) -> dict[str, Any]:
+    inputs, out = arrays[:-1], arrays[-1]
+    reference = reference_of(task)
+    expected = reference(*inputs)
+    numpy_seconds = seconds_per_call(lambda: reference(*inputs))
+    row: dict[str, Any] = {"numpy_gflops": task.gflops(numpy_seconds)}
+    onnx_call = session_for(spec, inputs, out.shape)
+    if onnx_call is not None:
+        np.testing.assert_allclose(onnx_call(), expected, rtol=1e-3, atol=1e-3)
+        row["onnxruntime_gflops"] = task.gflops(seconds_per_call(onnx_call))
+    default = compiler.build(task.func, target=task.target)
+    row["default_gflops"] = task.gflops(seconds_per_call(lambda: default(*arrays)))
+    return row
+
+
+def seed_row(task: TuneTask, arrays: list[np.ndarray], trials: int, seed: int) -> dict[str, Any]:
+    start = time.monotonic()
+    result = tune_once(task, trials, seed)
+    tune_seconds = time.monotonic() - start
+    if not result.best:
+        raise RuntimeError(f"seed {seed}: no schedule succeeded in {trials} trials")
+    best = result.best[0]
+    kernel = built(task, best.trace)
+    expected = reference_of(task)(*arrays[:-1])
+    kernel(*arrays)
+    np.testing.assert_allclose(arrays[-1], expected, rtol=1e-3, atol=1e-3)
+    fresh = task.gflops(seconds_per_call(lambda: kernel(*arrays)))
+    search = task.gflops(best.search_seconds)
+    return {
+        "seed": seed,
+        "search_gflops": search,
+        "retimed_gflops": best.gflops,
+        "fresh_gflops": fresh,
+        "search_vs_fresh": search / fresh,
+        "retimed_vs_fresh": None if best.gflops is None else best.gflops / fresh,
+        "trials": result.measured,
+        "errors": result.errors,
+        "tune_seconds": tune_seconds,
+        "trials_per_second": result.measured / tune_seconds,
+    }
+
+
+def bench(name: str, spec: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     task = TuneTask.from_spec(spec)
     rng = np.random.default_rng(0)
-    kernel_default = compiler.build(task.func)
     shapes = [tuple(int(d) for d in p.shape) for p in task.func.params]
-    arrays = [rng.standard_normal(s, dtype=np.float32) for s in shapes[:-1]]
-    arrays.append(np.zeros(shapes[-1], dtype=np.float32))
-    expected = reference(*arrays[:-1])
-
-    numpy_s = time_numpy(reference, arrays[:-1])
-    default_s = time_kernel(kernel_default, arrays)
-
-    start = time.monotonic()
-    tuned = tune_once(task, "xgb", args.trials, args.seed)
-    tune_seconds = time.monotonic() - start
-    if not tuned.best:
-        raise RuntimeError(f"{name}: no tuned schedule succeeded in {args.trials} trials")
-    kernel_tuned = tuned_kernel(task, tuned)
-    kernel_tuned(*arrays)
-    np.testing.assert_allclose(arrays[-1], expected, rtol=1e-3, atol=1e-3)
-    tuned_s = time_kernel(kernel_tuned, arrays)
-
-    random_trials = args.random_trials if args.random_trials is not None else args.trials // 2
-    random = tune_once(task, "random", random_trials, args.seed) if random_trials > 0 else None
-    gflops = task.gflops
-    row = {
-        "numpy_gflops": round(gflops(numpy_s), 2),
-        "default_gflops": round(gflops(default_s), 2),
-        "tuned_gflops": round(gflops(tuned_s), 2),
-        "tuner_reported_gflops": round(tuned.best_gflops or 0.0, 2),
-        "reported_vs_afresh": round((tuned.best_gflops or 0.0) / gflops(tuned_s), 3),
-        "tuned_vs_numpy": round(numpy_s / tuned_s, 3),
-        "tuned_vs_default": round(default_s / tuned_s, 3),
-        "tune_seconds": round(tune_seconds, 1),
-        "trials": tuned.measured,
-        "errors": tuned.errors,
-        "trials_per_second": round(tuned.measured / tune_seconds, 2),
-        "curve_xgb": curve_points(tuned.curve, args.trials),
-        "curve_random": [] if random is None else curve_points(random.curve, args.trials),
-    }
+    arrays = [rng.standard_normal(s, dtype=np.float32) for s in shapes]
+    row = baselines(task, spec, arrays)
+    row["seeds"] = [seed_row(task, arrays, args.trials, seed) for seed in range(args.seeds)]
+    fresh = [s["fresh_gflops"] for s in row["seeds"]]
+    row["tuned_gflops_median"] = statistics.median(fresh)
+    row["spread_over_seeds"] = (max(fresh) - min(fresh)) / statistics.median(fresh)
+    row["worst_search_vs_fresh"] = max(row["seeds"], key=lambda s: abs(s["search_vs_fresh"] - 1))[
+        "search_vs_fresh"
+    ]
+    row["tuned_vs_numpy"] = row["tuned_gflops_median"] / row["numpy_gflops"]
+    if "onnxruntime_gflops" in row:
+        row["tuned_vs_onnxruntime"] = row["tuned_gflops_median"] / row["onnxruntime_gflops"]
     print_row(name, row)
-    return row
+    return _rounded(row)
 
 
 def print_row(name: str, row: dict[str, Any]) -> None:
     print(f"== {name}")
-    print(
-        f"  numpy {row['numpy_gflops']:.1f}  default {row['default_gflops']:.1f}  tuned "
-        f"{row['tuned_gflops']:.1f} GFLOP/s (the tuner said {row['tuner_reported_gflops']:.1f}, "
-        f"{row['reported_vs_afresh']:.2f}x of the fresh timing)"
+    peers = f"numpy {row['numpy_gflops']:.1f}"
+    if "onnxruntime_gflops" in row:
+        peers += f"  onnxruntime {row['onnxruntime_gflops']:.1f}"
+    print(f"  {peers}  default schedule {row['default_gflops']:.1f} GFLOP/s")
+    print("  seed  search  re-timed  fresh  search/fresh  re-timed/fresh  trials/s")
+    for s in row["seeds"]:
+        retimed = "-" if s["retimed_gflops"] is None else f"{s['retimed_gflops']:.1f}"
+        ratio = "-" if s["retimed_vs_fresh"] is None else f"{s['retimed_vs_fresh']:.3f}"
+        print(
+            f"  {s['seed']:>4}  {s['search_gflops']:6.1f}  {retimed:>8}  {s['fresh_gflops']:5.1f}"
+            f"  {s['search_vs_fresh']:12.3f}  {ratio:>14}  {s['trials_per_second']:8.2f}"
+        )
+    line = (
+        f"  tuned (median of seeds) {row['tuned_gflops_median']:.1f} GFLOP/s: "
+        f"{row['tuned_vs_numpy']:.2f}x numpy"
     )
-    print(
-        f"  tuned/numpy {row['tuned_vs_numpy']:.2f}x  tuned/default {row['tuned_vs_default']:.2f}x"
-    )
-    print(
-        f"  {row['trials']} trials ({row['errors']} errors) in {row['tune_seconds']:.0f} s: "
-        f"{row['trials_per_second']:.2f} trials/s"
-    )
-    print("  best-so-far GFLOP/s  trial: xgb | random")
-    randoms = dict(row["curve_random"])
-    for trial, value in row["curve_xgb"]:
-        other = randoms.get(trial)
-        shown = "-" if other is None else f"{other:.1f}"
-        print(f"  {trial:>6}: {value:>8.1f} | {shown}")
+    if "tuned_vs_onnxruntime" in row:
+        line += f", {row['tuned_vs_onnxruntime']:.2f}x onnxruntime"
+    print(line + f"; spread over seeds {row['spread_over_seeds']:.1%}")
+
+
+def _rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, 3)
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return value
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=200, help="trials per workload")
-    parser.add_argument(
-        "--random-trials", type=int, help="trials of the random run (default: half)"
-    )
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--only", choices=("gemm", "conv2d"), help="one workload")
+    parser.add_argument("--trials", type=int, default=64, help="trials per run")
+    parser.add_argument("--seeds", type=int, default=3, help="runs per workload, seeds 0..N-1")
+    parser.add_argument("--only", choices=sorted(WORKLOADS), help="one workload")
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
     args = parser.parse_args()
-    if args.trials < 1:
-        parser.error(f"--trials must be at least 1, got {args.trials}")
+    if args.trials < 1 or args.seeds < 1:
+        parser.error("--trials and --seeds must be at least 1")
+    print(f"onnxruntime: {onnxruntime_version() or 'not installed (pip install .[bench])'}")
     report = {}
-    if args.only in (None, "gemm"):
-        report["gemm_1024"] = bench(
-            "fp32 GEMM 1024^3", GEMM, numpy_function(normalize_spec(GEMM)), args
-        )
-    if args.only in (None, "conv2d"):
-        report["conv2d_1x64x56x56_k3"] = bench(
-            "conv2d NCHW 1x64x56x56 3x3", CONV, numpy_function(normalize_spec(CONV)), args
-        )
+    for short, (key, spec) in WORKLOADS.items():
+        if args.only in (None, short):
+            report[key] = bench(key, spec, args)
     if args.json:
         print(json.dumps(report))
 
