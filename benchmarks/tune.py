@@ -34,7 +34,7 @@ from numpy.lib.stride_tricks import sliding_window_view  # noqa: E402
 import compiler  # noqa: E402
 import workers  # noqa: E402
 from compiler.schedule import Schedule, Trace  # noqa: E402
-from db import Database  # noqa: E402
+from db import SQLDatabase  # noqa: E402
 from tuner.task import TuneTask  # noqa: E402
 from tuner.tune import TuneOptions, TuneResult, tune  # noqa: E402
 
@@ -112,7 +112,7 @@ def curve_points(curve: tuple[float, ...], trials: int) -> list[tuple[int, float
 def tune_once(task: TuneTask, tuner: str, trials: int, seed: int) -> TuneResult:
     with tempfile.TemporaryDirectory() as folder:
         url = f"sqlite:///{os.path.join(folder, 'tune.db')}"
-        with Database(url) as database, workers.create("local") as backend:
+        with SQLDatabase(url) as database, workers.create("local") as backend:
             options = TuneOptions(trials=trials, tuner=tuner, seed=seed)
             return tune(task, database=database, workers=backend, options=options)
 

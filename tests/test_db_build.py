@@ -25,7 +25,7 @@ from compiler.schedule import Schedule
 from compiler.schedule.trace import Trace
 from compiler.workload import workload_from_spec
 from compiler.workload_key import workload_key
-from db import Database, Measurement
+from db import SQLDatabase, Measurement
 
 M, N, K = 67, 48, 75
 # One thread, so that timings do not hang on a core that another process holds.
@@ -57,7 +57,7 @@ def hand_schedule(func: PrimFunc) -> Schedule:
 
 @pytest.fixture(params=BACKENDS)
 def database(request, tmp_path):
-    db = Database(fresh_url(request.param, tmp_path))
+    db = SQLDatabase(fresh_url(request.param, tmp_path))
     yield db
     db.close()
 

@@ -12,7 +12,7 @@ from db_helpers import MATMUL, ZEN, split_trace
 from pg_server import BACKENDS, fresh_url
 from sqlalchemy import inspect, text
 
-from db import ConnectError, Database, Measurement, SchemaError, migrate
+from db import ConnectError, SQLDatabase, Measurement, SchemaError, migrate
 from db.engine import default_sqlite_path, default_url, open_engine
 from db.models import Base
 from tuner.cli import main
@@ -38,7 +38,7 @@ def test_upgrade_builds_exactly_the_models_schema_and_downgrades(url, capsys):
 
 
 def test_a_database_of_the_first_schema_upgrades_keeping_its_records(url, capsys):
-    with Database(url) as db:
+    with SQLDatabase(url) as db:
         key = db.commit_workload(MATMUL).key
         db.commit_records([Measurement.ok(key, ZEN, split_trace(f), [f * 1e-4]) for f in (2, 3)])
         before = db.records(key)
@@ -49,29 +49,29 @@ def test_a_database_of_the_first_schema_upgrades_keeping_its_records(url, capsys
         connection.execute(text("UPDATE records SET mean_seconds = NULL WHERE status = 'ok'"))
     engine.dispose()
     with pytest.raises(SchemaError, match="revision '0001'"):
-        Database(url)
+        SQLDatabase(url)
     assert main(["db", "upgrade", "--url", url]) == 0
     assert "0001 -> 0002" in capsys.readouterr().out
-    with Database(url) as db:
+    with SQLDatabase(url) as db:
         assert db.records(key) == before
         db.commit_retiming(before[0].id, [5e-4])
         assert [r.seconds for r in db.best(key, ZEN, 2)] == [5e-4, 2e-4]
 
 
 def test_a_database_at_another_revision_is_refused_until_upgraded(url):
-    Database(url).close()
+    SQLDatabase(url).close()
     engine = open_engine(url)
     with engine.begin() as connection:
         connection.execute(text("UPDATE alembic_version SET version_num = '0000'"))
     engine.dispose()
     with pytest.raises(SchemaError, match=r"revision '0000'.*run `tensortune db upgrade"):
-        Database(url)
+        SQLDatabase(url)
 
 
 def test_an_empty_database_is_created_unless_told_not_to(url):
     with pytest.raises(SchemaError, match="revision None"):
-        Database(url, create=False)
-    with Database(url) as db:
+        SQLDatabase(url, create=False)
+    with SQLDatabase(url) as db:
         assert db.count() == 0
 
 
@@ -87,7 +87,7 @@ def test_an_empty_database_is_created_unless_told_not_to(url):
 )
 def test_a_database_that_cannot_be_reached_is_a_clear_error(bad_url, message):
     with pytest.raises(ConnectError, match=message):
-        Database(bad_url)
+        SQLDatabase(bad_url)
 
 
 def test_the_default_url_is_the_environment_or_the_embedded_file(monkeypatch, tmp_path):
@@ -102,7 +102,7 @@ def test_the_default_url_is_the_environment_or_the_embedded_file(monkeypatch, tm
 
 def test_the_command_line_exports_imports_merges_and_prunes(tmp_path, capsys):
     source, target = f"sqlite:///{tmp_path}/a.db", f"sqlite:///{tmp_path}/b.db"
-    with Database(source) as db:
+    with SQLDatabase(source) as db:
         key = db.commit_workload(MATMUL).key
         db.commit_records([Measurement.ok(key, ZEN, split_trace(f), [f * 1e-4]) for f in (2, 3, 4)])
     dump = tmp_path / "best.jsonl"

@@ -30,7 +30,7 @@ def backend() -> Iterator[Workers]:
 
 @pytest.fixture
 def database(tmp_path) -> Iterator[Database]:
-    with Database(f"sqlite:///{tmp_path / 'tune.db'}") as db:
+    with SQLDatabase(f"sqlite:///{tmp_path / 'tune.db'}") as db:
         yield db
 
 
@@ -133,7 +133,7 @@ def test_ctrl_c_during_a_batch_drops_only_that_batch(task, database, backend):
 def test_the_seed_makes_the_choices_reproducible(task, tmp_path, backend):
     traces = []
     for run in range(2):
-        with Database(f"sqlite:///{tmp_path / f'seed{run}.db'}") as db:
+        with SQLDatabase(f"sqlite:///{tmp_path / f'seed{run}.db'}") as db:
             tune(task, database=db, workers=backend, options=_options(8, "random"))
             traces.append(sorted(db.measured_hashes(task.workload_key, task.target)))
     assert traces[0] == traces[1]

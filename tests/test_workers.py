@@ -132,7 +132,7 @@ def test_results_hold_a_value_or_an_error_never_both() -> None:
 
 
 def test_error_kinds_are_record_statuses() -> None:
-    from db.records import RecordStatus
+    from db.record import RecordStatus
 
     statuses = {status.value for status in RecordStatus}
     assert {kind.value for kind in ErrorKind} == statuses - {"ok"}
@@ -358,12 +358,12 @@ def test_fault_annotation_is_inert_without_the_test_switch(monkeypatch: pytest.M
 
 def test_results_become_database_records(local: Workers, tmp_path: Any) -> None:
     from db import Database
-    from db.records import RecordStatus
+    from db.record import RecordStatus
     from workers.records import to_measurement
 
     candidates = [matmul_candidate(1), matmul_candidate(2, Fault.CRASH)]
     results = local.measure(candidates)
-    with Database(f"sqlite:///{tmp_path / 'tuning.db'}") as database:
+    with SQLDatabase(f"sqlite:///{tmp_path / 'tuning.db'}") as database:
         database.commit_workload(MATMUL)
         assert database.commit_records(to_measurement(r) for r in results) == 2
         stored = {record.status: record for record in database.records()}

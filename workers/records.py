@@ -9,12 +9,12 @@ from compiler.workload_key import workload_from_json, workload_key
 from workers.base import RunResult
 
 if TYPE_CHECKING:
-    from db.records import Measurement
+    from db.record import Measurement
 
 
 def to_measurement(result: RunResult, *, job_id: int | None = None) -> Measurement:
     """The record of ``result``, keyed by its workload's canonical key."""
-    from db.records import Measurement, RecordStatus
+    from db.record import Measurement, RecordStatus
 
     candidate = result.candidate
     key = workload_key(workload_from_json(candidate.workload))
