@@ -116,8 +116,8 @@ def _insert_retimings(connection: sa.Connection) -> None:
 def downgrade() -> None:
     op.drop_index("ix_records_purpose", table_name="records")
     with op.batch_alter_table("records") as batch:
-        batch.drop_constraint("ck_records_purpose", type_="check")
-        batch.drop_constraint("ck_records_median_only_when_ok", type_="check")
+        batch.drop_constraint(op.f("ck_records_purpose"), type_="check")
+        batch.drop_constraint(op.f("ck_records_median_only_when_ok"), type_="check")
         batch.add_column(sa.Column("retime_times", sa.JSON(), nullable=True))
         batch.add_column(sa.Column("retimed_seconds", sa.Float(), nullable=True))
         batch.add_column(sa.Column("retimed_at", sa.DateTime(timezone=True), nullable=True))
