@@ -14,7 +14,7 @@ import pytest
 from db_helpers import MATMUL, ZEN, split_trace
 from pg_server import BACKENDS, fresh_url
 
-from db import SQLDatabase, Measurement, RecordStatus
+from db import Measurement, RecordStatus, SQLDatabase
 
 WORKERS = 8
 RECORDS = 1000

@@ -357,7 +357,7 @@ def test_fault_annotation_is_inert_without_the_test_switch(monkeypatch: pytest.M
 
 
 def test_results_become_database_records(local: Workers, tmp_path: Any) -> None:
-    from db import Database
+    from db import SQLDatabase
     from db.record import RecordStatus
     from workers.records import to_measurement
 
