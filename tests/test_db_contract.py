@@ -14,6 +14,7 @@ from db_helpers import MATMUL, RELU, SKYLAKE, ZEN, matmul, split_trace
 from pg_server import fresh_url
 
 import db
+from compiler.database_lookup import canonical_target
 from compiler.schedule.trace import TRACE_FORMAT_VERSION
 from compiler.workload_key import workload_key
 from db import (
@@ -113,7 +114,9 @@ def test_records_round_trip_newest_first_in_pages(database, key):
     assert success.run_times == (3e-4, 1e-4, 2e-4) and success.worker_host == "h1"
     assert success.mean_seconds == pytest.approx(2e-4) and success.median_seconds == 2e-4
     assert success.purpose is Purpose.SEARCH and success.seconds == success.mean_seconds
-    assert success.trace == split_trace(2).to_json_string() and success.target == ZEN
+    assert success.trace == split_trace(2).to_json_string() and success.target == canonical_target(
+        ZEN
+    )
     assert success.to_trace().as_json() == split_trace(2).as_json()
     assert success.trace_version == TRACE_FORMAT_VERSION and success.tensortune_version
     assert success.created_at.tzinfo is not None and not success.stale
@@ -145,7 +148,7 @@ def test_best_is_the_fastest_success_of_that_workload_on_that_target(database, k
     assert [r.mean_seconds for r in database.best(key, SKYLAKE, 5)] == [1e-3]
     assert database.best(key, "llvm -mcpu=cascadelake") == []
     assert database.best_trace(key, ZEN) == best[0].trace
-    assert database.targets(key) == sorted([ZEN, SKYLAKE])
+    assert database.targets(key) == sorted(map(canonical_target, [ZEN, SKYLAKE]))
 
 
 def test_a_retiming_is_a_new_record_and_ranks_its_trace(database, key):

@@ -15,6 +15,7 @@ from db_helpers import MATMUL, ZEN, split_trace
 from pg_server import BACKENDS, fresh_url
 from sqlalchemy import inspect, text
 
+from compiler.database_lookup import canonical_target
 from compiler.schedule.trace import TRACE_FORMAT_VERSION
 from db import ConnectError, Measurement, Purpose, RecordStatus, SchemaError, SQLDatabase, migrate
 from db.engine import default_sqlite_path, default_url, open_engine
@@ -109,6 +110,7 @@ def test_a_database_of_the_previous_version_upgrades_losing_nothing(url, capsys)
         assert sorted(r.run_times for r in retimed) == [(1e-4,), (9e-4, 5e-4, 6e-4)]
         assert all(r.created_at == RETIMED and r.worker_host == "old host" for r in retimed)
         assert len(records) == 7 and database.count(key, ZEN, RecordStatus.TIMEOUT) == 1
+        assert {r.target for r in records} == {canonical_target(ZEN)}
     engine = open_engine(url)
     migrate.downgrade(engine, "0002")
     with engine.connect() as connection:

@@ -3,8 +3,11 @@
 Every record gets a ``purpose`` ("search" for all that exist) and the median of its
 run times. The re-timing that 0002 stored inside a record (``retime_times``,
 ``retimed_at``) becomes a new "retime" record of the same workload, target and trace,
-taken at ``retimed_at``; then those columns go. Nothing is lost: the downgrade puts
-each trace's newest re-timing back on its newest search record.
+taken at ``retimed_at``; then those columns go. Target strings are rewritten to the
+canonical spelling, which now always names the CPU's code-generation features
+(``-mattr``); two spellings of one target become one. Nothing is lost: the downgrade
+puts each trace's newest re-timing back on its newest search record (the target
+strings keep their new spelling, which older versions read as well).
 
 Revision ID: 0003
 Revises: 0002
@@ -15,6 +18,9 @@ import statistics
 
 import sqlalchemy as sa
 from alembic import op
+
+from compiler.codegen.target import TargetError
+from compiler.database_lookup import canonical_target
 
 revision = "0003"
 down_revision = "0002"
@@ -62,6 +68,7 @@ def upgrade() -> None:
     connection = op.get_bind()
     _fill_purpose_and_medians(connection)
     _insert_retimings(connection)
+    _canonical_targets(connection)
     op.drop_index("ix_records_retimed", table_name="records")
     with op.batch_alter_table("records") as batch:
         batch.alter_column("purpose", existing_type=sa.String(length=16), nullable=False)
@@ -111,6 +118,28 @@ def _insert_retimings(connection: sa.Connection) -> None:
     ]
     if rows:
         connection.execute(sa.insert(RECORDS), rows)
+
+
+def _canonical_targets(connection: sa.Connection) -> None:
+    targets = sa.table("targets", sa.column("id", sa.Integer()), sa.column("target", sa.String()))
+    tasks = sa.table("tasks", sa.column("target_id", sa.Integer()))
+    ids = {row.target: row.id for row in connection.execute(sa.select(targets))}
+    for old, old_id in sorted(ids.items()):
+        try:
+            new = canonical_target(old)
+        except TargetError:
+            continue
+        if new == old:
+            continue
+        if new in ids:
+            for table in (RECORDS, tasks):
+                connection.execute(
+                    sa.update(table).where(table.c.target_id == old_id).values(target_id=ids[new])
+                )
+            connection.execute(sa.delete(targets).where(targets.c.id == old_id))
+        else:
+            connection.execute(sa.update(targets).where(targets.c.id == old_id).values(target=new))
+            ids[new] = old_id
 
 
 def downgrade() -> None:
