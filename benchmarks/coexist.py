@@ -37,7 +37,7 @@ import compiler  # noqa: E402
 import workers  # noqa: E402
 from compiler.runtime import share_pool_with_blas  # noqa: E402
 from compiler.topi.reference import numpy_function  # noqa: E402
-from db import Database  # noqa: E402
+from db import SQLDatabase  # noqa: E402
 from tuner.task import TuneTask  # noqa: E402
 from tuner.tune import TuneOptions, tune  # noqa: E402
 
@@ -61,7 +61,7 @@ def tuned_module(task: TuneTask, trials: int, seed: int) -> compiler.runtime.Mod
     """``task`` tuned for ``trials`` into a temporary database and built from it."""
     with tempfile.TemporaryDirectory() as folder:
         url = f"sqlite:///{os.path.join(folder, 'coexist.db')}"
-        with Database(url) as database, workers.create("local") as backend:
+        with SQLDatabase(url) as database, workers.create("local") as backend:
             tune(
                 task,
                 database=database,

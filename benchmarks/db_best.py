@@ -21,7 +21,7 @@ from pathlib import Path
 from compiler.errors import ErrorKind
 from compiler.schedule import Schedule
 from compiler.workload import workload_from_spec
-from db import Database, Measurement
+from db import Database, Measurement, SQLDatabase
 
 WORKLOADS = 20
 TARGETS = ("llvm -mcpu=znver3 -num-cores=2", "llvm -mcpu=skylake -num-cores=2")
@@ -85,7 +85,7 @@ def main() -> None:
     rng = random.Random(0)
     with tempfile.TemporaryDirectory() as tmp:
         url = args.url or f"sqlite:///{Path(tmp) / 'bench.db'}"
-        with Database(url) as db:
+        with SQLDatabase(url) as db:
             start = time.perf_counter()
             keys = fill(db, args.records, rng)
             fill_s = time.perf_counter() - start

@@ -39,7 +39,7 @@ import workers  # noqa: E402
 from compiler.runtime.profiling import time_raw  # noqa: E402
 from compiler.schedule import Schedule, Trace  # noqa: E402
 from compiler.topi.reference import numpy_function  # noqa: E402
-from db import Database  # noqa: E402
+from db import SQLDatabase  # noqa: E402
 from tuner.task import TuneTask  # noqa: E402
 from tuner.tune import TuneOptions, TuneResult, tune  # noqa: E402
 
@@ -87,7 +87,7 @@ def built(task: TuneTask, trace: str) -> compiler.runtime.Module:
 def tune_once(task: TuneTask, trials: int, seed: int) -> TuneResult:
     with tempfile.TemporaryDirectory() as folder:
         url = f"sqlite:///{os.path.join(folder, 'tune.db')}"
-        with Database(url) as database, workers.create("local") as backend:
+        with SQLDatabase(url) as database, workers.create("local") as backend:
             options = TuneOptions(trials=trials, seed=seed)
             return tune(task, database=database, workers=backend, options=options)
 

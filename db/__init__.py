@@ -1,23 +1,51 @@
 """The tuning database: every measurement tensortune makes, and the best schedules.
 
-``Database(url)`` opens the embedded SQLite file by default or PostgreSQL by URL;
-``compiler.build(mod, target, database=db)`` applies its best traces.
+``db.create()`` opens the embedded SQLite file, ``db.create(url)`` PostgreSQL or another
+SQLite file, ``db.create("memory")`` a database held in this process; all of them are
+a ``db.Database``. ``compiler.build(mod, target, database=db)`` applies their best traces.
 """
 
-from db.database import Database
-from db.engine import URL_VARIABLE, default_sqlite_path, default_url
+from __future__ import annotations
+
+from typing import Any
+
+from db.base import Database
+from db.engine import URL_FORMS, URL_VARIABLE, default_sqlite_path, default_url
 from db.errors import ConnectError, DatabaseError, RecordError, SchemaError
-from db.records import (
+from db.exchange import ImportSummary
+from db.memory import MemoryDatabase
+from db.record import (
     Job,
     JobStatus,
     JobTask,
     Measurement,
+    Purpose,
     TuningRecord,
     WorkloadEntry,
 )
-from db.transfer import ImportSummary
+from db.sql import SQLDatabase
+
+KINDS = ("memory", "sql")
+
+
+def create(kind_or_url: str | None = None, **options: Any) -> Database:
+    """A database by kind or by URL: ``"memory"``; ``"sql"`` or None (the URL of
+    ``$TENSORTUNE_DB_URL``, else the embedded SQLite file); or a database URL.
+    ``options`` go to the implementation (``create=False`` for SQL)."""
+    if kind_or_url == "memory":
+        return MemoryDatabase(**options)
+    if kind_or_url in (None, "sql"):
+        return SQLDatabase(**options)
+    if isinstance(kind_or_url, str) and "://" in kind_or_url:
+        return SQLDatabase(kind_or_url, **options)
+    raise DatabaseError(
+        f"unknown database {kind_or_url!r}; give one of the kinds {', '.join(KINDS)} "
+        f"or a URL ({', '.join(URL_FORMS)})"
+    )
+
 
 __all__ = [
+    "KINDS",
     "URL_VARIABLE",
     "ConnectError",
     "Database",
@@ -27,10 +55,14 @@ __all__ = [
     "JobStatus",
     "JobTask",
     "Measurement",
+    "MemoryDatabase",
+    "Purpose",
     "RecordError",
+    "SQLDatabase",
     "SchemaError",
     "TuningRecord",
     "WorkloadEntry",
+    "create",
     "default_sqlite_path",
     "default_url",
 ]

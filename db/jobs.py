@@ -15,8 +15,9 @@ from sqlalchemy import Connection, Engine, insert, select, update
 
 from db.errors import RecordError
 from db.models import JobRow, TaskRow
-from db.queries import ensure_targets, now, target_key, task_select, to_job, to_task, workload_rows
-from db.records import Job, JobStatus, JobTask
+from db.queries import ensure_targets, now, task_select, to_job, to_task, workload_rows
+from db.record import Job, JobStatus, JobTask
+from db.validate import target_key
 
 FINAL = (JobStatus.DONE, JobStatus.FAILED, JobStatus.CANCELLED)
 

@@ -1,13 +1,13 @@
 """The tables, as SQLAlchemy ORM models. Private to ``db``: the API hands out the
-dataclasses of ``db.records`` instead.
+dataclasses of ``db.record`` instead.
 
 The schema is created and changed only by the Alembic migrations in
 ``db/migrations``; a test checks that the migrations and these models agree.
 Timestamps are stored in UTC. Run times are a JSON list; ``mean_seconds`` is set
 only for successful records (a CHECK constraint says so), which is what keeps a
-failure from ever looking like a slow success. ``retime_times`` and
-``retimed_seconds`` (their median) are the careful re-timing a tuning run gives its
-fastest schedules; ``Database.commit_retiming`` sets them on successful records only.
+failure from ever looking like a slow success; ``median_seconds`` likewise. Rows
+are only ever inserted (and deleted by an explicit prune): a careful re-timing of a
+trace is a row of its own with ``purpose`` "retime", next to the trace's "search" row.
 """
 
 from __future__ import annotations
@@ -30,11 +30,12 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from db.records import STATUSES
+from db.record import STATUSES
 
 # SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL gets a BIGINT.
 RecordId = BigInteger().with_variant(Integer(), "sqlite")
 
+PURPOSES = ("search", "retime")
 JOB_STATUSES = ("queued", "running", "done", "failed", "cancelled")
 
 NAMING_CONVENTION = {
@@ -115,6 +116,12 @@ class RecordRow(Base):
             " OR (status <> 'ok' AND mean_seconds IS NULL)",
             name="mean_only_when_ok",
         ),
+        CheckConstraint(
+            "(status = 'ok' AND median_seconds IS NOT NULL AND median_seconds >= 0)"
+            " OR (status <> 'ok' AND median_seconds IS NULL)",
+            name="median_only_when_ok",
+        ),
+        CheckConstraint(_in("purpose", PURPOSES), name="purpose"),
         # best(): one workload's current-format successes on one target, in answer order
         Index(
             "ix_records_best",
@@ -125,15 +132,8 @@ class RecordRow(Base):
             "mean_seconds",
             "id",
         ),
-        # best(): the re-timed ones first, fastest re-timing first
-        Index(
-            "ix_records_retimed",
-            "workload_id",
-            "target_id",
-            "trace_version",
-            "retimed_seconds",
-            "id",
-        ),
+        # best(): the newest re-timing of each re-timed trace
+        Index("ix_records_purpose", "workload_id", "target_id", "purpose", "trace_hash", "id"),
         # is_measured(): has this schedule been measured here already
         Index("ix_records_trace", "workload_id", "target_id", "trace_hash"),
     )
@@ -148,12 +148,11 @@ class RecordRow(Base):
     status: Mapped[str] = mapped_column(String(16))
     run_times: Mapped[list[float]] = mapped_column(JSON)
     mean_seconds: Mapped[float | None] = mapped_column(Float)
+    median_seconds: Mapped[float | None] = mapped_column(Float)
+    purpose: Mapped[str] = mapped_column(String(16))
     error: Mapped[str | None] = mapped_column(Text)
     worker_host: Mapped[str] = mapped_column(String(200))
     job_id: Mapped[int | None] = mapped_column(
         ForeignKey("jobs.id", ondelete="SET NULL"), index=True
     )
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    retime_times: Mapped[list[float] | None] = mapped_column(JSON)
-    retimed_seconds: Mapped[float | None] = mapped_column(Float)
-    retimed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

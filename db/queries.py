@@ -1,7 +1,7 @@
 """Statements and row conversions shared by the Database's parts.
 
 Each function takes an open Connection, so the caller decides the transaction;
-the rows of ``db.models`` become the dataclasses of ``db.records`` here and
+the rows of ``db.models`` become the dataclasses of ``db.record`` here and
 nowhere else.
 """
 
@@ -11,15 +11,22 @@ from collections.abc import Collection, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, Select, func, insert, select
+from sqlalchemy import Connection, Row, Select, String, func, insert, literal, select
 from sqlalchemy.dialects import postgresql, sqlite
 
-from compiler.codegen.target import TargetError
-from compiler.database_lookup import canonical_target, target_host_kind
+from compiler.database_lookup import target_host_kind
 from compiler.schedule.trace import TRACE_FORMAT_VERSION
-from db.errors import RecordError
 from db.models import RecordRow, TargetRow, TaskRow, WorkloadRow
-from db.records import Job, JobStatus, JobTask, TuningRecord, WorkloadEntry, error_kind_of
+from db.record import (
+    OK_STATUS,
+    Job,
+    JobStatus,
+    JobTask,
+    Purpose,
+    TuningRecord,
+    WorkloadEntry,
+    error_kind_of,
+)
 
 
 def now() -> datetime:
@@ -33,13 +40,6 @@ def as_utc(value: datetime) -> datetime:
 
 def _optional_utc(value: datetime | None) -> datetime | None:
     return None if value is None else as_utc(value)
-
-
-def target_key(target: str, where: str) -> str:
-    try:
-        return canonical_target(target)
-    except TargetError as err:
-        raise RecordError(f"{where}: {err}") from None
 
 
 def insert_ignoring_duplicates(connection: Connection, table: Any, rows: list[dict]) -> None:
@@ -106,26 +106,57 @@ def to_record(r: Row) -> TuningRecord:
         error_kind=error_kind_of(r.status),
         run_times=tuple(r.run_times),
         mean_seconds=r.mean_seconds,
+        median_seconds=r.median_seconds,
         error=r.error,
         worker_host=r.worker_host,
         job_id=r.job_id,
         created_at=as_utc(r.created_at),
         trace_version=r.trace_version,
         tensortune_version=r.tensortune_version,
-        retime_times=tuple(r.retime_times or ()),
-        retimed_seconds=r.retimed_seconds,
-        retimed_at=_optional_utc(r.retimed_at),
+        purpose=Purpose(r.purpose),
     )
 
 
-def best_order() -> tuple[Any, ...]:
-    """The order of ``Database.best``: re-timed records first, by their re-timing,
-    then the others by their search mean; ties go to the older record."""
-    return (
-        RecordRow.retimed_seconds.is_(None),
-        func.coalesce(RecordRow.retimed_seconds, RecordRow.mean_seconds),
-        RecordRow.id,
+def ranked(
+    connection: Connection, workload_key: str, target: str, k: int, purpose: Purpose | None
+) -> list[TuningRecord]:
+    """The ``k`` best current-format successes of a workload on a (canonical) target,
+    as ``Database.best`` defines them: with ``purpose`` None the newest re-timing of
+    each re-timed trace by its median, fastest first, then the search measurements of
+    the traces never re-timed by their mean; with a purpose, only those records
+    (every search measurement, or each trace's newest re-timing). Ties: older first."""
+    workload_id = select(WorkloadRow.id).where(WorkloadRow.key == workload_key).scalar_subquery()
+    target_id = select(TargetRow.id).where(TargetRow.target == target).scalar_subquery()
+
+    def current(stmt: Select, of: Purpose) -> Select:
+        return (
+            stmt.where(RecordRow.workload_id == workload_id)
+            .where(RecordRow.target_id == target_id)
+            .where(RecordRow.purpose == of.value)
+            .where(RecordRow.status == OK_STATUS)
+            .where(RecordRow.trace_version == TRACE_FORMAT_VERSION)
+        )
+
+    rows = select(
+        RecordRow.__table__,
+        literal(workload_key, String).label("key"),
+        literal(target, String).label("target"),
     )
+    found: list[TuningRecord] = []
+    if purpose in (None, Purpose.RETIME):
+        newest = current(select(func.max(RecordRow.id)), Purpose.RETIME).group_by(
+            RecordRow.trace_hash
+        )
+        stmt = rows.where(RecordRow.id.in_(newest)).order_by(RecordRow.median_seconds, RecordRow.id)
+        found += [to_record(row) for row in connection.execute(stmt.limit(k))]
+    if purpose in (None, Purpose.SEARCH) and len(found) < k:
+        stmt = current(rows, Purpose.SEARCH)
+        if purpose is None:
+            retimed = current(select(RecordRow.trace_hash), Purpose.RETIME)
+            stmt = stmt.where(RecordRow.trace_hash.not_in(retimed))
+        stmt = stmt.order_by(RecordRow.mean_seconds, RecordRow.id).limit(k - len(found))
+        found += [to_record(row) for row in connection.execute(stmt)]
+    return found
 
 
 def to_workload(row: Row) -> WorkloadEntry:

@@ -10,19 +10,36 @@ for that workload (they were checked when they came in).
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Sequence
+import statistics
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
+from compiler.codegen.target import TargetError
+from compiler.database_lookup import canonical_target
 from compiler.errors import ErrorKind
 from compiler.ir.function import PrimFunc
 from compiler.schedule.errors import ScheduleError
 from compiler.schedule.replay import replayed
 from compiler.schedule.trace import TRACE_FORMAT_VERSION
-from compiler.workload import WorkloadError
-from compiler.workload_key import workload_from_json
+from compiler.workload import WorkloadError, normalize_spec, workload_from_spec
+from compiler.workload_key import workload_from_json, workload_key, workload_to_json
 from db.errors import RecordError
-from db.records import STATUSES, Measurement, error_kind_of, status_of
+from db.record import (
+    STATUSES,
+    Measurement,
+    Purpose,
+    canonical_trace,
+    error_kind_of,
+    status_of,
+    trace_hash,
+)
+
+NAME_LIMIT = 200
+HOST_LIMIT = 200
+MAX_PAGE = 10_000
 
 
 def parse_status(status: Any, where: str) -> ErrorKind | None:
@@ -30,6 +47,106 @@ def parse_status(status: Any, where: str) -> ErrorKind | None:
     if status not in STATUSES:
         raise RecordError(f"{where}: status {status!r} is not one of {', '.join(STATUSES)}")
     return error_kind_of(status)
+
+
+def target_key(target: str, where: str) -> str:
+    """The canonical spelling of a target, which records are stored under."""
+    try:
+        return canonical_target(target)
+    except TargetError as err:
+        raise RecordError(f"{where}: {err}") from None
+
+
+def checked_rows(
+    batch: list[Measurement], workloads: Mapping[str, str], checker: TraceChecker, version: str
+) -> list[tuple[dict[str, Any], str]]:
+    """Each measurement's stored columns and canonical target, checked against the
+    workloads' JSON by key; raises RecordError naming the first bad one."""
+    created = datetime.now(UTC)
+    rows = []
+    for i, m in enumerate(batch):
+        where = f"records[{i}]"
+        workload_json = workloads.get(m.workload_key)
+        if workload_json is None:
+            raise RecordError(
+                f"{where}: unknown workload {m.workload_key!r}; commit it first with "
+                "Database.commit_workload"
+            )
+        error_kind, times = check_outcome(m.error_kind, m.run_times, m.error, where)
+        target = target_key(m.target, where)
+        trace = canonical_trace(m.trace)
+        digest = trace_hash(trace)
+        checker.check(m.workload_key, workload_json, trace, digest, where)
+        row = {
+            "trace": trace,
+            "trace_hash": digest,
+            "trace_version": TRACE_FORMAT_VERSION,
+            "tensortune_version": version,
+            "purpose": m.purpose.value,
+            "error": m.error,
+            "worker_host": check_text(m.worker_host, f"{where}.worker_host", HOST_LIMIT),
+            "job_id": m.job_id,
+            "created_at": created,
+            **outcome_columns(error_kind, times),
+        }
+        rows.append((row, target))
+    return rows
+
+
+def outcome_columns(error_kind: ErrorKind | None, times: tuple[float, ...]) -> dict[str, Any]:
+    """The status and time columns of a checked outcome."""
+    return {
+        "status": status_of(error_kind),
+        "run_times": list(times),
+        "mean_seconds": statistics.fmean(times) if times else None,
+        "median_seconds": statistics.median(times) if times else None,
+    }
+
+
+def checked_workload(
+    workload: PrimFunc | Mapping[str, Any], name: str | None, flop_count: int | None
+) -> dict[str, Any]:
+    """The stored columns of a workload given as a PrimFunc or an operator spec."""
+    func, default_name = _as_func(workload)
+    name = check_text(name if name is not None else default_name, "name", NAME_LIMIT)
+    if flop_count is not None and (type(flop_count) is not int or flop_count < 0):
+        raise RecordError(f"flop_count: must be a non-negative integer, got {flop_count!r}")
+    return {
+        "key": workload_key(func),
+        "name": name,
+        "json": workload_to_json(func),
+        "flop_count": flop_count,
+        "created_at": datetime.now(UTC),
+    }
+
+
+def _as_func(workload: Any) -> tuple[PrimFunc, str]:
+    if isinstance(workload, PrimFunc):
+        return workload, str(workload.attrs.get("global_symbol", "main"))
+    if isinstance(workload, Mapping):
+        try:
+            spec = normalize_spec(workload)
+            func = workload_from_spec(spec)
+        except WorkloadError as err:
+            raise RecordError(f"workload spec: {err}") from None
+        given = workload.get("args", {})
+        args = ", ".join(f"{k}={json.dumps(given[k])}" for k in spec["args"] if k in given)
+        return func, f"{spec['op']}({args})"[:NAME_LIMIT]
+    raise RecordError(
+        f"workload: expected a PrimFunc or an operator spec dict, got {type(workload).__name__}"
+    )
+
+
+def check_page(limit: Any, before_id: Any) -> None:
+    if type(limit) is not int or not 1 <= limit <= MAX_PAGE:
+        raise RecordError(f"limit: must be an integer from 1 to {MAX_PAGE}, got {limit!r}")
+    if before_id is not None and type(before_id) is not int:
+        raise RecordError("before_id: must be a record's id (an integer) or None")
+
+
+def check_k(k: Any) -> None:
+    if type(k) is not int or k < 1:
+        raise RecordError(f"k: must be a positive integer, got {k!r}")
 
 
 def check_outcome(
@@ -71,6 +188,18 @@ def check_fields(measurement: Any, where: str) -> None:
         raise RecordError(f"{where}.target: must be a target string such as 'llvm'")
     if measurement.job_id is not None and type(measurement.job_id) is not int:
         raise RecordError(f"{where}.job_id: must be a job's id (an integer) or None")
+    check_purpose(measurement, where)
+
+
+def check_purpose(measurement: Measurement, where: str) -> Purpose:
+    """A re-timing is a success: a failed re-timing is not stored, so a careful timing
+    never ranks a trace that the search measured fine."""
+    if not isinstance(measurement.purpose, Purpose):
+        names = ", ".join(p.name for p in Purpose)
+        raise RecordError(f"{where}.purpose: must be a Purpose ({names})")
+    if measurement.purpose is Purpose.RETIME and measurement.error_kind is not None:
+        raise RecordError(f"{where}: a re-timing is stored only when it succeeded")
+    return measurement.purpose
 
 
 def _check_time(value: Any, where: str) -> float:

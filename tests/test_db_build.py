@@ -18,6 +18,7 @@ from pg_server import BACKENDS, fresh_url
 
 import compiler
 from compiler import te
+from compiler.codegen.target import LLVMTarget, TargetError
 from compiler.database_lookup import apply_best, canonical_target
 from compiler.ir.function import IRModule, PrimFunc
 from compiler.ir.structural import structural_equal
@@ -25,7 +26,7 @@ from compiler.schedule import Schedule
 from compiler.schedule.trace import Trace
 from compiler.workload import workload_from_spec
 from compiler.workload_key import workload_key
-from db import Database, Measurement
+from db import Measurement, MemoryDatabase, SQLDatabase
 
 M, N, K = 67, 48, 75
 # One thread, so that timings do not hang on a core that another process holds.
@@ -57,7 +58,7 @@ def hand_schedule(func: PrimFunc) -> Schedule:
 
 @pytest.fixture(params=BACKENDS)
 def database(request, tmp_path):
-    db = Database(fresh_url(request.param, tmp_path))
+    db = SQLDatabase(fresh_url(request.param, tmp_path))
     yield db
     db.close()
 
@@ -129,6 +130,9 @@ class TraceTable:
     def __init__(self, traces: dict[tuple[str, str], str]) -> None:
         self.traces = traces
 
+    def targets(self, workload_key: str) -> list[str]:
+        return [target for key, target in self.traces if key == workload_key]
+
     def best_trace(self, workload_key: str, target: str) -> str | None:
         return self.traces.get((workload_key, target))
 
@@ -143,3 +147,51 @@ def test_a_stored_schedule_that_no_longer_replays_is_reported_and_skipped(rng):
     assert report.untuned == ["main"]
     assert "does not replay" in report.functions[0].reason
     assert tuned["main"] is func
+
+
+AVX512 = "llvm -mcpu=znver4 -mattr=+avx2,+avx512f,+fma -num-cores=2"
+AVX2 = "llvm -mcpu=znver4 -mattr=+fma,+avx2 -num-cores=2"
+
+
+def test_a_schedule_tuned_with_avx512_is_never_applied_on_an_avx2_target():
+    database = MemoryDatabase()
+    func = gemm()
+    key = database.commit_workload(func).key
+    database.commit_records([Measurement.ok(key, AVX512, hand_schedule(func).trace, [1e-4])])
+    assert database.targets(key) == [AVX512]
+    tuned, report = apply_best(IRModule({"main": func}), AVX2, database)
+    assert report.untuned == ["main"] and tuned["main"] is func
+    assert report.functions[0].reason == (
+        f"not applied: tuned for features this target lacks: {AVX512} needs +avx512f"
+    )
+    _, on_avx512 = apply_best(
+        IRModule({"main": func}), AVX512.replace("+fma", "+fma,+bmi"), database
+    )
+    assert on_avx512.tuned == ["main"]
+    assert on_avx512.functions[0].reason == f"replayed the best stored schedule of {AVX512}"
+
+
+def test_a_target_string_that_differs_only_in_spelling_still_matches():
+    func = gemm()
+    host = LLVMTarget.parse("llvm -num-cores=1")
+    features = ",".join(host.codegen_features)
+    assert str(host) == f"llvm -mcpu={host.cpu} -mattr={features} -num-cores=1"
+    assert LLVMTarget.parse(str(host)).codegen_features == host.codegen_features
+    assert canonical_target(AVX2) == "llvm -mcpu=znver4 -mattr=+avx2,+fma -num-cores=2"
+    # a record stored by an older tensortune, under the host's CPU name only
+    older = f"llvm -mcpu={host.cpu} -num-cores=1"
+    lookup = TraceTable({(workload_key(func), older): hand_schedule(func).trace.to_json_string()})
+    _, report = apply_best(IRModule({"main": func}), "llvm -num-cores=1", lookup)
+    assert report.tuned == ["main"]
+    _, report = apply_best(IRModule({"main": func}), "llvm -num-cores=2", lookup)
+    assert report.functions[0].reason == "no stored schedule for this target"
+
+
+def test_a_target_says_what_it_can_do():
+    caps = LLVMTarget.parse(AVX512).capabilities
+    assert (caps.cores, caps.vector_bits, caps.float_lanes) == (2, 512, 16)
+    assert LLVMTarget.parse(AVX2).capabilities.float_lanes == 8
+    assert 0 < caps.l1d_bytes < caps.l2_bytes < caps.l3_bytes
+    assert LLVMTarget.parse("llvm -mcpu=znver4 -mattr=").codegen_features == ()
+    with pytest.raises(TargetError, match="feature 'avx2' must be \\+name or -name"):
+        LLVMTarget.parse("llvm -mattr=avx2")

@@ -15,7 +15,7 @@ from db_helpers import MATMUL, ZEN, split_trace
 from pg_server import BACKENDS, fresh_url
 
 from compiler.errors import ErrorKind
-from db import Database, Measurement
+from db import Measurement, SQLDatabase
 
 WORKERS = 8
 RECORDS = 1000
@@ -41,7 +41,7 @@ def commit_from_worker(url: str, key: str, worker: int, start: multiprocessing.B
             measurements.append(
                 Measurement.ok(key, ZEN, trace, [seconds_of(worker, index)], worker_host=host)
             )
-    with Database(url) as db:
+    with SQLDatabase(url) as db:
         start.wait(timeout=60)
         for first in range(0, RECORDS, BATCH):
             db.commit_records(measurements[first : first + BATCH])
@@ -50,7 +50,7 @@ def commit_from_worker(url: str, key: str, worker: int, start: multiprocessing.B
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_eight_processes_commit_at_once(backend, tmp_path):
     url = fresh_url(backend, tmp_path)
-    with Database(url) as db:
+    with SQLDatabase(url) as db:
         key = db.commit_workload(MATMUL).key
     context = multiprocessing.get_context("fork")
     start = context.Barrier(WORKERS)
@@ -69,7 +69,7 @@ def test_eight_processes_commit_at_once(backend, tmp_path):
     expected = sorted(
         seconds_of(w, i) for w in range(WORKERS) for i in range(RECORDS) if i % 100 != 99
     )
-    with Database(url) as db:
+    with SQLDatabase(url) as db:
         assert db.count() == WORKERS * RECORDS
         assert db.count(key, ZEN, ErrorKind.TIMEOUT) == WORKERS * RECORDS // 100
         best = db.best(key, ZEN, k=20)

@@ -8,6 +8,7 @@ import pytest
 from replay_measurements import small_matmul, small_space
 
 import compiler
+import db
 from compiler.database_lookup import apply_best
 from compiler.ir.function import IRModule
 from compiler.schedule import Schedule, ScheduleError
@@ -61,11 +62,10 @@ def test_a_space_candidate_is_shared_with_the_database_build() -> None:
     key = workload_key(space.func)
     assert REPLAYS.replayed(space.func, candidate.trace_json, key=key) is program
 
-    class Best:
-        def best_trace(self, workload_key: str, target: str) -> str | None:
-            return candidate.trace_json
-
-    mod, report = apply_best(IRModule({"main": space.func}), "llvm", Best())
+    database = db.create("memory")
+    database.commit_workload(space.func)
+    database.commit_records([db.Measurement.ok(key, "llvm", candidate.trace_json, [1e-3])])
+    mod, report = apply_best(IRModule({"main": space.func}), "llvm", database)
     assert report.tuned == ["main"] and mod["main"] is program.func
     assert REPLAYS.lowered(program.func) is program.lowered
-    compiler.build(space.func, database=Best())
+    compiler.build(space.func, database=database)

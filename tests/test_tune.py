@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 import pytest
 
 import workers
-from db import Database
+from db import Database, Purpose, SQLDatabase
 from tuner.progress import Progress
 from tuner.task import TuneTask
 from tuner.tune import TuneOptions, TuneResult, format_table, tune
@@ -29,7 +29,7 @@ def backend() -> Iterator[Workers]:
 
 @pytest.fixture
 def database(tmp_path) -> Iterator[Database]:
-    with Database(f"sqlite:///{tmp_path / 'tune.db'}") as db:
+    with SQLDatabase(f"sqlite:///{tmp_path / 'tune.db'}") as db:
         yield db
 
 
@@ -43,7 +43,7 @@ def _options(trials: int, tuner: str = "xgb") -> TuneOptions:
 
 
 def _check_no_repeats(database: Database, task: TuneTask) -> int:
-    count = database.count(task.workload_key, task.target)
+    count = len(database.records(task.workload_key, task.target, purpose=Purpose.SEARCH))
     assert len(database.measured_hashes(task.workload_key, task.target)) == count
     return count
 
@@ -61,8 +61,9 @@ def test_tune_stores_records_and_retimes_the_best(task, database, backend):
     assert result.best[0].gflops == result.best_gflops
     stored_best = database.best(task.workload_key, task.target, k=len(result.best))
     assert [r.trace for r in stored_best] == [row.trace for row in result.best]
-    assert [r.retimed_seconds for r in stored_best] == [row.seconds for row in result.best]
-    assert all(len(r.retime_times) == 2 * QUICK.repeat for r in stored_best)
+    assert [r.seconds for r in stored_best] == [row.seconds for row in result.best]
+    assert all(r.purpose is Purpose.RETIME for r in stored_best)
+    assert all(len(r.run_times) == 2 * QUICK.repeat for r in stored_best)
     assert database.best_trace(task.workload_key, task.target) == result.best[0].trace
     table = format_table(result)
     assert "16 measured this run" in table and "matmul.x86" in table
@@ -149,7 +150,7 @@ def test_ctrl_c_during_a_batch_drops_only_that_batch(task, database, backend):
 def test_the_seed_makes_the_choices_reproducible(task, tmp_path, backend):
     traces = []
     for run in range(2):
-        with Database(f"sqlite:///{tmp_path / f'seed{run}.db'}") as db:
+        with SQLDatabase(f"sqlite:///{tmp_path / f'seed{run}.db'}") as db:
             tune(task, database=db, workers=backend, options=_options(8, "random"))
             traces.append(sorted(db.measured_hashes(task.workload_key, task.target)))
     assert traces[0] == traces[1]

@@ -404,12 +404,12 @@ def test_the_default_workers_have_no_fault_switch() -> None:
 
 
 def test_results_become_database_records(local: Workers, tmp_path: Any) -> None:
-    from db import Database
+    from db import SQLDatabase
     from tuner.measurement import to_measurement
 
     candidates = [matmul_candidate(1), matmul_candidate(2, Fault.CRASH)]
     results = local.measure(candidates)
-    with Database(f"sqlite:///{tmp_path / 'tuning.db'}") as database:
+    with SQLDatabase(f"sqlite:///{tmp_path / 'tuning.db'}") as database:
         database.commit_workload(MATMUL)
         assert database.commit_records(to_measurement(r) for r in results) == 2
         stored = {record.error_kind: record for record in database.records()}

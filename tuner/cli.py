@@ -22,7 +22,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from db import Database, DatabaseError, ImportSummary, default_url, migrate
+from db import DatabaseError, ImportSummary, SQLDatabase, default_url, migrate
 from db.engine import open_engine, shown
 from tuner import tune_commands
 from tuner.tune_commands import UsageError
@@ -94,7 +94,7 @@ def _current(url: str, args: argparse.Namespace) -> None:
 
 
 def _export(url: str, args: argparse.Namespace) -> None:
-    with Database(url) as db:
+    with SQLDatabase(url) as db:
         if args.output:
             with open(args.output, "w") as out:
                 count = db.export_jsonl(out, best_k=args.best)
@@ -104,7 +104,7 @@ def _export(url: str, args: argparse.Namespace) -> None:
 
 
 def _import(url: str, args: argparse.Namespace) -> None:
-    with Database(url) as db:
+    with SQLDatabase(url) as db:
         if args.file == "-":
             summary = db.import_jsonl(sys.stdin)
         else:
@@ -114,12 +114,12 @@ def _import(url: str, args: argparse.Namespace) -> None:
 
 
 def _merge(url: str, args: argparse.Namespace) -> None:
-    with Database(url) as db, Database(args.other, create=False) as other:
+    with SQLDatabase(url) as db, SQLDatabase(args.other, create=False) as other:
         _print_summary(db.merge(other))
 
 
 def _prune(url: str, args: argparse.Namespace) -> None:
-    with Database(url) as db:
+    with SQLDatabase(url) as db:
         print(f"deleted {db.prune(args.keep)} records")
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from compiler.workload_key import workload_from_json
-from db import Database
+from db import Database, Purpose
 from tuner.space import Space
 from tuner.task import TuneTask
 
@@ -47,7 +47,9 @@ def similar_workloads(
         other = space.for_workload(workload_from_json(entry.json))
         if other is None:
             continue
-        stored = database.records(entry.key, task.target, limit=records_each)
+        stored = database.records(
+            entry.key, task.target, purpose=Purpose.SEARCH, limit=records_each
+        )
         records = tuple((r.trace, r.mean_seconds) for r in stored if not r.stale)
         if not records:
             continue

@@ -22,6 +22,7 @@ the database, the batch in flight is dropped, and the result says it was interru
 from __future__ import annotations
 
 import json
+import statistics
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field
 from compiler.schedule import Trace
 from compiler.schedule.trace import canonical_trace, trace_hash
 from compiler.workload_key import workload_to_json
-from db import Database, TuningRecord
+from db import Database, Measurement, Purpose, TuningRecord
 from tuner import search
 from tuner import space as spaces
 from tuner.measurement import to_measurement
@@ -237,12 +238,14 @@ class _Loop:
 def _retime(
     task: TuneTask, database: Database, workers: Workers, options: TuneOptions, reason: str
 ) -> tuple[tuple[RankedSchedule, ...], str]:
-    """The ``retime_top`` fastest stored schedules by search time, each measured
-    ``retime_rounds`` more times (built afresh each time, in turns); a schedule whose every
-    round succeeds gets the median of those times stored as its re-timing, which
+    """The ``retime_top`` fastest search measurements, each measured ``retime_rounds``
+    more times (built afresh each time, in turns); a schedule whose every round
+    succeeds gets those times stored as a re-timing record of its own, whose median
     ranks it in ``Database.best`` (and so in ``build(..., database=)``). Returns the
     re-timed schedules fastest first, then any whose re-timing failed."""
-    top = database.best_measured(task.workload_key, task.target, k=max(1, options.retime_top))
+    top = database.best(
+        task.workload_key, task.target, k=max(1, options.retime_top), purpose=Purpose.SEARCH
+    )
     if not top:
         return (), reason
     workload = workload_to_json(task.func)
@@ -258,13 +261,16 @@ def _retime(
         runs = workers.measure(candidates)
     except KeyboardInterrupt:
         runs, reason = [], "interrupted"
-    ranked = []
+    retimings = []
     for k, record in enumerate(top):
         rounds_of_record = runs[k :: len(top)]
-        seconds = None
         if rounds_of_record and all(run.mean_seconds is not None for run in rounds_of_record):
-            times = [t for run in rounds_of_record for t in run.run_times]
-            seconds = database.commit_retiming(record.id, times).retimed_seconds
+            retimings.append(_retiming(record, rounds_of_record))
+    database.commit_records(retimings)
+    retimed = {m.trace: statistics.median(m.run_times) for m in retimings}
+    ranked = []
+    for record in top:
+        seconds = retimed.get(record.trace)
         gflops = None if seconds is None else task.gflops(seconds)
         assert record.mean_seconds is not None
         ranked.append(RankedSchedule(record.trace, record.mean_seconds, seconds, gflops))
@@ -272,10 +278,28 @@ def _retime(
     return tuple(ranked), reason
 
 
+def _retiming(record: TuningRecord, rounds: Sequence[RunResult]) -> Measurement:
+    """A careful re-timing of a stored search measurement, as a record of its own."""
+    return Measurement.ok(
+        record.workload_key,
+        record.target,
+        record.trace,
+        [t for run in rounds for t in run.run_times],
+        worker_host=rounds[0].worker_host,
+        purpose=Purpose.RETIME,
+    )
+
+
 def _stored_records(database: Database, task: TuneTask) -> Iterator[TuningRecord]:
     before: int | None = None
     while True:
-        page = database.records(task.workload_key, task.target, limit=RECORD_PAGE, before_id=before)
+        page = database.records(
+            task.workload_key,
+            task.target,
+            purpose=Purpose.SEARCH,
+            limit=RECORD_PAGE,
+            before_id=before,
+        )
         yield from page
         if len(page) < RECORD_PAGE:
             return

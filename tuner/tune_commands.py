@@ -15,11 +15,12 @@ import os
 import re
 from typing import Any
 
+import db
 import workers
 from compiler.codegen.target import TargetError
 from compiler.workload import WorkloadError, known_ops
-from db import Database, RecordError
-from db.records import status_of
+from db import Database, Purpose, RecordError
+from db.record import status_of
 from tuner import search, space
 from tuner.progress import Progress
 from tuner.space import SpaceError
@@ -94,7 +95,7 @@ def run_tune(url: str, args: argparse.Namespace) -> None:
     _check_space(task, options)
     kind = "ray" if args.ray_address else args.workers
     backend_options = {"address": args.ray_address} if kind == "ray" else {}
-    with Database(url) as database, workers.create(kind, **backend_options) as backend:
+    with db.create(url) as database, workers.create(kind, **backend_options) as backend:
         progress = Progress(options.trials, label=repr(task))
         result = tune(task, database=database, workers=backend, options=options, progress=progress)
     print(format_table(result))
@@ -104,7 +105,7 @@ def run_tune(url: str, args: argparse.Namespace) -> None:
 
 def run_best(url: str, args: argparse.Namespace) -> None:
     key, target = _key_and_target(args)
-    with Database(url) as database:
+    with db.create(url) as database:
         top = database.best(key, target)
         flops = _flop_count(database, key)
     if not top:
@@ -121,8 +122,8 @@ def run_best(url: str, args: argparse.Namespace) -> None:
     assert seconds is not None
     rate = "" if flops is None else f", {flops / seconds / 1e9:.2f} GFLOP/s"
     how = (
-        f"re-timed {len(record.retime_times)} times"
-        if record.retimed_seconds is not None
+        f"re-timed: median of {len(record.run_times)} runs"
+        if record.purpose is Purpose.RETIME
         else "as the search measured it, not re-timed"
     )
     print(f"# {key[:12]} on {target}: {seconds * 1e3:.4g} ms{rate}, {how} (record {record.id})")
@@ -134,16 +135,15 @@ def run_records(url: str, args: argparse.Namespace) -> None:
         key, target = _key_and_target(args)
     if not 1 <= args.limit <= 10_000:
         raise UsageError(f"--limit must be from 1 to 10000, got {args.limit}")
-    with Database(url) as database:
+    with db.create(url) as database:
         page = database.records(key, target, limit=args.limit, before_id=args.before)
-    print(f"{'id':>7}  {'workload':12}  {'status':12}  {'ms':>10}  {'re-timed ms':>11}  target")
+    print(f"{'id':>7}  {'workload':12}  {'status':12}  {'ms':>10}  {'purpose':7}  target")
     for record in page:
-        ms = milliseconds(record.mean_seconds)
-        retimed = milliseconds(record.retimed_seconds)
+        ms = milliseconds(record.seconds)
         status = status_of(record.error_kind)
         print(
-            f"{record.id:>7}  {record.workload_key[:12]}  {status:12}  {ms:>10}  {retimed:>11}  "
-            f"{record.target}"
+            f"{record.id:>7}  {record.workload_key[:12]}  {status:12}  {ms:>10}  "
+            f"{record.purpose.value:7}  {record.target}"
         )
     if len(page) == args.limit:
         print(f"more: --before {page[-1].id}")

@@ -1,5 +1,11 @@
-"""CPU targets: the ``"llvm -mcpu=... -num-cores=..."`` strings, and the LLVM state
-(initialization, OpenMP runtime, target machines) that every build shares.
+"""CPU targets: the ``"llvm -mcpu=... -mattr=... -num-cores=..."`` strings, what a
+target can do (``Capabilities``), and the LLVM state (initialization, OpenMP runtime,
+target machines) that every build shares.
+
+A target's canonical string names its CPU and, always, the features that change the
+code generated for it (vector extensions, FMA, bit manipulation), sorted, so one
+machine always spells its target the same way and a schedule tuned where AVX-512 was
+available is never mistaken for one tuned without it.
 
 LLVM is initialized once per process and target machines are cached per
 (triple, cpu, features): a tuner builds thousands of kernels and none of this
@@ -11,6 +17,7 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import llvmlite.binding as llvm
 
@@ -25,8 +32,44 @@ TARGET_FORMS = (
 )
 
 
+# The features that change the generated code of a tensor program; others (e.g. ``+rdrnd``)
+# stay out of the canonical string so it does not vary with irrelevant CPU details.
+CODEGEN_FEATURES = (
+    "avx",
+    "avx2",
+    "avx512bw",
+    "avx512cd",
+    "avx512dq",
+    "avx512f",
+    "avx512vl",
+    "avx512vnni",
+    "bmi",
+    "bmi2",
+    "f16c",
+    "fma",
+    "sse4.1",
+    "sse4.2",
+)
+CACHE_DEFAULTS = {"l1d": 32 * 1024, "l2": 1024 * 1024, "l3": 32 * 1024 * 1024}
+CACHE_DIR = Path("/sys/devices/system/cpu/cpu0/cache")
+
+
 class TargetError(CompilerError, ValueError):
     """A target string that cannot be parsed."""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What spaces and cost models size schedules by: parallel threads, vector width
+    (bits, and float32 lanes), and the data cache sizes in bytes (read from the host
+    where the target is the host, else common defaults)."""
+
+    cores: int
+    vector_bits: int
+    float_lanes: int
+    l1d_bytes: int
+    l2_bytes: int
+    l3_bytes: int
 
 
 @dataclass(frozen=True)
@@ -51,11 +94,38 @@ class LLVMTarget:
         options = _parse_options(target, tokens[1:])
         cpu = options.get("mcpu")
         features = options.get("mattr")
+        if features is not None:
+            features = _exact_features(target, features)
         if cpu is None:
             cpu = llvm.get_host_cpu_name()
             features = _host_features() if features is None else features
         num_cores = _parse_num_cores(target, options.get("num-cores", "0"))
         return LLVMTarget(cpu, features or "", num_cores, options.get("mtriple", ""))
+
+    @property
+    def codegen_features(self) -> tuple[str, ...]:
+        """The code-generation features this target has (``CODEGEN_FEATURES``), sorted:
+        those its ``-mattr`` enables, else those its CPU has."""
+        features = self.features if self.features else _cpu_features(self.cpu)
+        enabled = {f[1:] for f in features.split(",") if f.startswith("+")}
+        return tuple(sorted(f"+{name}" for name in enabled if name in CODEGEN_FEATURES))
+
+    def lacks(self, other: LLVMTarget) -> tuple[str, ...]:
+        """The code-generation features ``other`` has and this target does not: a
+        schedule tuned for ``other`` is not one to replay here."""
+        return tuple(sorted(set(other.codegen_features) - set(self.codegen_features)))
+
+    @property
+    def capabilities(self) -> Capabilities:
+        caches = _host_caches() if self.cpu == llvm.get_host_cpu_name() else CACHE_DEFAULTS
+        return Capabilities(
+            cores=self.threads,
+            vector_bits=self.vector_bits,
+            float_lanes=self.vector_bits // 32,
+            l1d_bytes=caches["l1d"],
+            l2_bytes=caches["l2"],
+            l3_bytes=caches["l3"],
+        )
 
     @property
     def threads(self) -> int:
@@ -66,15 +136,17 @@ class LLVMTarget:
     @property
     def vector_bits(self) -> int:
         """The widest vector registers this CPU has, which the tuner sizes vector loops by."""
-        features = self.features if self.features else _cpu_features(self.cpu)
+        features = self.codegen_features
         if "+avx512f" in features:
             return 512
-        if "+avx" in features:
+        if "+avx" in features or "+avx2" in features:
             return 256
         return 128
 
     def __str__(self) -> str:
-        parts = ["llvm", f"-mcpu={self.cpu}"]
+        """The canonical spelling: ``llvm -mcpu=<cpu> -mattr=<features>`` and the
+        thread count and triple where they are set."""
+        parts = ["llvm", f"-mcpu={self.cpu}", f"-mattr={','.join(self.codegen_features)}"]
         if self.num_cores:
             parts.append(f"-num-cores={self.num_cores}")
         if self.triple:
@@ -87,13 +159,53 @@ def _parse_options(target: str, tokens: list[str]) -> dict[str, str]:
     options: dict[str, str] = {}
     for token in tokens:
         key, sep, value = token.lstrip("-").partition("=")
-        if not token.startswith("-") or not sep or key not in allowed or not value:
+        empty = not value and key != "mattr"  # a CPU may have no code-generation feature
+        if not token.startswith("-") or not sep or key not in allowed or empty:
             raise TargetError(
                 f"target {target!r}: cannot read option {token!r}; the options are "
                 f"{', '.join('-' + a + '=...' for a in allowed)}"
             )
         options[key] = value
     return options
+
+
+def _exact_features(target: str, mattr: str) -> str:
+    """An ``-mattr`` list as LLVM reads it. AVX-512 is turned off unless it is named:
+    a CPU whose name implies it (or a host whose virtual machine hides it) gets the
+    vector width the target string says."""
+    named = [f for f in mattr.split(",") if f]
+    for feature in named:
+        if feature[0] not in "+-" or len(feature) < 2:
+            raise TargetError(
+                f"target {target!r}: feature {feature!r} must be +name or -name, e.g. +avx2"
+            )
+    if "+avx512f" not in named and "-avx512f" not in named:
+        named.append("-avx512f")
+    return ",".join(named)
+
+
+@functools.cache
+def _host_caches() -> dict[str, int]:
+    """L1 data, L2 and L3 sizes of this machine's first CPU, where Linux tells them."""
+    caches = dict(CACHE_DEFAULTS)
+    for index in sorted(CACHE_DIR.glob("index*")):
+        try:
+            level = (index / "level").read_text().strip()
+            kind = (index / "type").read_text().strip()
+            size = _cache_bytes((index / "size").read_text().strip())
+        except (OSError, ValueError):
+            continue
+        name = {"1": "l1d", "2": "l2", "3": "l3"}.get(level)
+        if name is not None and kind in ("Data", "Unified"):
+            caches[name] = size
+    return caches
+
+
+def _cache_bytes(text: str) -> int:
+    units = {"K": 1024, "M": 1024**2, "G": 1024**3}
+    if text[-1:] in units:
+        return int(text[:-1]) * units[text[-1]]
+    return int(text)
 
 
 def _parse_num_cores(target: str, text: str) -> int:
@@ -130,14 +242,17 @@ _AVX2_CPUS = (
 )
 
 
+_AVX2_FEATURES = "+avx,+avx2,+bmi,+bmi2,+f16c,+fma,+sse4.1,+sse4.2"
+
+
 def _cpu_features(cpu: str) -> str:
     """Features of a named CPU, for capability queries only (LLVM knows the full list)."""
     if cpu == llvm.get_host_cpu_name():
         return _host_features()
     if cpu.startswith(_AVX512_CPUS):
-        return "+avx,+avx2,+avx512f"
+        return _AVX2_FEATURES + ",+avx512bw,+avx512cd,+avx512dq,+avx512f,+avx512vl"
     if cpu.startswith(_AVX2_CPUS):
-        return "+avx,+avx2"
+        return _AVX2_FEATURES
     return ""
 
 

@@ -3,16 +3,16 @@ candidate): the status CHECK constraint gains that word. Stored values are the s
 words as before, so no row changes on the way up; on the way down an ``internal``
 record becomes a ``run_error``, the nearest kind the older schema knows.
 
-Revision ID: 0003
-Revises: 0002
+Revision ID: 0004
+Revises: 0003
 Create Date: 2026-11-29
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0003"
-down_revision = "0002"
+revision = "0004"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 

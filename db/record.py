@@ -35,6 +35,15 @@ def error_kind_of(status: str) -> ErrorKind | None:
     return None if status == OK_STATUS else ErrorKind(status)
 
 
+class Purpose(enum.Enum):
+    """Why a schedule was measured. A search measurement is the one the search saw; a
+    re-timing is a later, more careful measurement of a trace already searched, stored
+    as a record of its own so the search measurement stays as it was."""
+
+    SEARCH = "search"
+    RETIME = "retime"
+
+
 class JobStatus(enum.Enum):
     QUEUED = "queued"
     RUNNING = "running"
@@ -50,7 +59,8 @@ class Measurement:
     A success (no ``error_kind``) needs ``run_times`` (seconds, each finite and not
     negative); a failure needs an ``error`` message and no run times. ``target`` is
     any spelling the compiler accepts (``"llvm"``); the database stores its canonical
-    form.
+    form. ``purpose`` RETIME marks a careful re-timing of a trace the search measured
+    before.
     """
 
     workload_key: str
@@ -61,6 +71,7 @@ class Measurement:
     error: str | None = None
     worker_host: str = ""
     job_id: int | None = None
+    purpose: Purpose = Purpose.SEARCH
 
     @staticmethod
     def ok(
@@ -71,6 +82,7 @@ class Measurement:
         *,
         worker_host: str = "",
         job_id: int | None = None,
+        purpose: Purpose = Purpose.SEARCH,
     ) -> Measurement:
         return Measurement(
             workload_key,
@@ -81,6 +93,7 @@ class Measurement:
             None,
             worker_host,
             job_id,
+            purpose,
         )
 
     @staticmethod
@@ -93,6 +106,7 @@ class Measurement:
         *,
         worker_host: str = "",
         job_id: int | None = None,
+        purpose: Purpose = Purpose.SEARCH,
     ) -> Measurement:
         return Measurement(
             workload_key,
@@ -103,16 +117,17 @@ class Measurement:
             error,
             worker_host,
             job_id,
+            purpose,
         )
 
 
 @dataclass(frozen=True)
 class TuningRecord:
-    """A stored measurement. ``trace_version`` and ``tensortune_version`` say what wrote
-    it; a record whose trace format is not the current one is ``stale``: it is never
-    replayed as if it were current, only reported. A successful record the tuner
-    re-timed carries that careful timing: ``retime_times`` and their median
-    ``retimed_seconds``."""
+    """A stored measurement, never changed once stored. ``trace_version`` and
+    ``tensortune_version`` say what wrote it; a record whose trace format is not the
+    current one is ``stale``: it is never replayed as if it were current, only
+    reported. A re-timing (``purpose`` RETIME) is a record of its own next to the
+    search measurement of the same trace; ``seconds`` is what ``best`` ranks it by."""
 
     id: int
     workload_key: str
@@ -122,15 +137,14 @@ class TuningRecord:
     error_kind: ErrorKind | None
     run_times: tuple[float, ...]
     mean_seconds: float | None
+    median_seconds: float | None
     error: str | None
     worker_host: str
     job_id: int | None
     created_at: datetime
     trace_version: int
     tensortune_version: str
-    retime_times: tuple[float, ...] = ()
-    retimed_seconds: float | None = None
-    retimed_at: datetime | None = None
+    purpose: Purpose = Purpose.SEARCH
 
     @property
     def ok(self) -> bool:
@@ -138,8 +152,11 @@ class TuningRecord:
 
     @property
     def seconds(self) -> float | None:
-        """The most careful time there is: the re-timing's, else the search's mean."""
-        return self.retimed_seconds if self.retimed_seconds is not None else self.mean_seconds
+        """The time ``best`` ranks by: a re-timing's median (robust against the odd
+        slow round), a search measurement's mean (what the search itself compared)."""
+        if self.purpose is Purpose.RETIME:
+            return self.median_seconds
+        return self.mean_seconds
 
     @property
     def stale(self) -> bool:

@@ -1,0 +1,150 @@
+"""``Database``: what every tuning database does, whatever stores the records.
+
+A database holds workloads (canonical JSON under their key) and records (one
+measurement of one trace of a workload on one canonical target). Records are
+append-only: a measurement, successful or not, is committed once and never changed;
+a careful re-timing of a trace is one more record (``Purpose.RETIME``), so the
+search measurement it re-times stays as it was. A batch is checked whole (workload
+known, run times real, trace replays on its workload) before any of it is stored,
+so a bad record leaves the database as it was.
+
+The abstract methods are the contract (``tests/test_db_contract.py`` runs it over
+every implementation); ``workload``, ``best_trace``, ``targets`` (what
+``compiler.build(..., database=db)`` asks) and the context manager are built on them.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+from collections.abc import Iterable, Mapping
+from typing import IO, Any
+
+from compiler.errors import ErrorKind
+from compiler.ir.function import PrimFunc
+from compiler.schedule.trace import TRACE_FORMAT_VERSION
+from db.errors import RecordError
+from db.exchange import ImportSummary
+from db.record import Measurement, Purpose, TuningRecord, WorkloadEntry
+from db.validate import MAX_PAGE
+
+logger = logging.getLogger(__name__)
+
+
+class Database(abc.ABC):
+    @abc.abstractmethod
+    def commit_workload(
+        self,
+        workload: PrimFunc | Mapping[str, Any],
+        *,
+        name: str | None = None,
+        flop_count: int | None = None,
+    ) -> WorkloadEntry:
+        """Store a workload (a PrimFunc or an operator spec such as ``{"op": "matmul",
+        "args": {...}}``) and return its entry; committing it again changes nothing."""
+
+    @abc.abstractmethod
+    def workloads(self, keys: Iterable[str] | None = None) -> list[WorkloadEntry]:
+        """The stored workloads (those of ``keys`` only, when given), oldest first."""
+
+    @abc.abstractmethod
+    def commit_records(self, measurements: Iterable[Measurement]) -> int:
+        """Store every measurement at once and return how many; raises RecordError
+        naming the first bad one (``records[i]``), storing none."""
+
+    @abc.abstractmethod
+    def best(
+        self, workload_key: str, target: str, k: int = 1, *, purpose: Purpose | None = None
+    ) -> list[TuningRecord]:
+        """The ``k`` best current-format successes of the workload on the target. A
+        trace that was re-timed ranks by its newest re-timing (its median), ahead of
+        the traces ranked by their search measurement (its mean): a tuning run re-times
+        its fastest schedules, so a lucky search measurement ranks behind them. With
+        ``purpose`` SEARCH: every search measurement by its mean (what a tuning run
+        re-times); RETIME: only the re-timed traces. Ties go to the older record."""
+
+    @abc.abstractmethod
+    def records(
+        self,
+        workload_key: str | None = None,
+        target: str | None = None,
+        *,
+        job_id: int | None = None,
+        purpose: Purpose | None = None,
+        limit: int = 100,
+        before_id: int | None = None,
+    ) -> list[TuningRecord]:
+        """Records newest first, of a workload (on a target), of a job, of a purpose.
+        Page by passing the last record's ``id`` as ``before_id``."""
+
+    @abc.abstractmethod
+    def count(
+        self,
+        workload_key: str | None = None,
+        target: str | None = None,
+        error_kind: ErrorKind | None = None,
+        *,
+        ok: bool | None = None,
+        stale: bool | None = None,
+    ) -> int:
+        """How many records there are: of a workload, on a target, that failed with
+        ``error_kind``, that succeeded (``ok``), of an older trace format or of the current
+        one (``stale``); each filter applies when given."""
+
+    @abc.abstractmethod
+    def export_jsonl(self, out: IO[str], *, best_k: int | None = None) -> int:
+        """Write every workload and record (or only the records of the ``best_k`` best
+        traces of each workload on each target) as JSON lines (``db.exchange``);
+        returns the records written."""
+
+    @abc.abstractmethod
+    def import_jsonl(self, lines: Iterable[str]) -> ImportSummary:
+        """Add the workloads and records of an ``export_jsonl`` stream at once, keeping
+        their versions; records already here are skipped. Raises RecordError naming
+        the first bad line, storing nothing."""
+
+    def close(self) -> None:
+        """Release connections; a database without any has nothing to do."""
+        return None
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def workload(self, key: str) -> WorkloadEntry:
+        found = self.workloads([key])
+        if not found:
+            raise RecordError(f"no workload with key {key!r}; commit it with commit_workload")
+        return found[0]
+
+    def best_trace(self, workload_key: str, target: str) -> str | None:
+        """The best trace's JSON, for ``compiler.build(..., database=db)``. Logs a
+        warning when successes written in an older trace format exist: they are
+        stale and never applied."""
+        best = self.best(workload_key, target)
+        stale = self.count(workload_key, target, ok=True, stale=True)
+        if stale:
+            logger.warning(
+                "workload %s on %s: %d records are stale (another trace format than "
+                "version %d); they are not applied: tune again to replace them",
+                workload_key[:12],
+                target,
+                stale,
+                TRACE_FORMAT_VERSION,
+            )
+        return best[0].trace if best else None
+
+    def targets(self, workload_key: str) -> list[str]:
+        """The canonical targets the workload has records on."""
+        return sorted({r.target for r in self._all_records(workload_key)})
+
+    def _all_records(self, workload_key: str) -> Iterable[TuningRecord]:
+        before: int | None = None
+        while True:
+            page = self.records(workload_key, limit=MAX_PAGE, before_id=before)
+            yield from page
+            if len(page) < MAX_PAGE:
+                return
+            before = page[-1].id

@@ -1,0 +1,234 @@
+"""``MemoryDatabase``: the contract of ``db.base.Database`` held in this process.
+
+For tests and one-off runs that need no file: records live in a list, in the order
+they were committed, and vanish with the object. It checks what it stores exactly as
+``SQLDatabase`` does (the same checks of ``db.validate``), so code tested against it
+behaves the same against SQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import IO, Any
+
+from compiler.database_lookup import target_host_kind
+from compiler.errors import ErrorKind
+from compiler.ir.function import PrimFunc
+from db import exchange
+from db.base import Database
+from db.record import (
+    Measurement,
+    Purpose,
+    TuningRecord,
+    WorkloadEntry,
+    canonical_trace,
+    error_kind_of,
+    status_of,
+    trace_hash,
+)
+from db.validate import (
+    TraceChecker,
+    check_fields,
+    check_k,
+    check_page,
+    checked_rows,
+    checked_workload,
+    target_key,
+)
+
+VERSION = "0+memory"
+
+
+class MemoryDatabase(Database):
+    def __init__(self) -> None:
+        self._workloads: dict[str, WorkloadEntry] = {}
+        self._records: list[TuningRecord] = []
+        self._host_kinds: dict[str, str] = {}
+        self._checker = TraceChecker()
+
+    def __repr__(self) -> str:
+        return f"MemoryDatabase({len(self._workloads)} workloads, {len(self._records)} records)"
+
+    def commit_workload(
+        self,
+        workload: PrimFunc | Mapping[str, Any],
+        *,
+        name: str | None = None,
+        flop_count: int | None = None,
+    ) -> WorkloadEntry:
+        row = checked_workload(workload, name, flop_count)
+        self._workloads.setdefault(
+            row["key"], WorkloadEntry(row["key"], row["name"], row["json"], row["flop_count"])
+        )
+        return self._workloads[row["key"]]
+
+    def workloads(self, keys: Iterable[str] | None = None) -> list[WorkloadEntry]:
+        if keys is None:
+            return list(self._workloads.values())
+        wanted = set(keys)
+        return [w for key, w in self._workloads.items() if key in wanted]
+
+    def commit_records(self, measurements: Iterable[Measurement]) -> int:
+        batch = list(measurements)
+        for i, measurement in enumerate(batch):
+            check_fields(measurement, f"records[{i}]")
+        for key, digest in self._stored_hashes(batch):
+            self._checker.remember(key, digest)
+        workloads = {key: w.json for key, w in self._workloads.items()}
+        rows = checked_rows(batch, workloads, self._checker, VERSION)
+        for (row, target), measurement in zip(rows, batch, strict=True):
+            self._append(row, measurement.workload_key, target)
+        return len(rows)
+
+    def _stored_hashes(self, batch: list[Measurement]) -> set[tuple[str, str]]:
+        hashes = {trace_hash(canonical_trace(m.trace)) for m in batch}
+        return {
+            (r.workload_key, r.trace_hash)
+            for r in self._records
+            if r.trace_hash in hashes and not r.stale
+        }
+
+    def _append(self, row: dict[str, Any], workload_key: str, target: str) -> None:
+        self._host_kinds.setdefault(target, target_host_kind(target))
+        self._records.append(
+            TuningRecord(
+                id=len(self._records) + 1,
+                workload_key=workload_key,
+                target=target,
+                trace=row["trace"],
+                trace_hash=row["trace_hash"],
+                error_kind=error_kind_of(row["status"]),
+                run_times=tuple(row["run_times"]),
+                mean_seconds=row["mean_seconds"],
+                median_seconds=row["median_seconds"],
+                error=row["error"],
+                worker_host=row["worker_host"],
+                job_id=row["job_id"],
+                created_at=row["created_at"],
+                trace_version=row["trace_version"],
+                tensortune_version=row["tensortune_version"],
+                purpose=Purpose(row["purpose"]),
+            )
+        )
+
+    def best(
+        self, workload_key: str, target: str, k: int = 1, *, purpose: Purpose | None = None
+    ) -> list[TuningRecord]:
+        check_k(k)
+        target = target_key(target, "target")
+        current = [
+            r
+            for r in self._records
+            if r.workload_key == workload_key and r.target == target and r.ok and not r.stale
+        ]
+        newest_retimes = {r.trace_hash: r for r in current if r.purpose is Purpose.RETIME}
+        found: list[TuningRecord] = []
+        if purpose in (None, Purpose.RETIME):
+            found += sorted(newest_retimes.values(), key=lambda r: (r.median_seconds, r.id))[:k]
+        if purpose in (None, Purpose.SEARCH):
+            searched = [
+                r
+                for r in current
+                if r.purpose is Purpose.SEARCH
+                and (purpose is Purpose.SEARCH or r.trace_hash not in newest_retimes)
+            ]
+            found += sorted(searched, key=lambda r: (r.mean_seconds, r.id))[: k - len(found)]
+        return found
+
+    def records(
+        self,
+        workload_key: str | None = None,
+        target: str | None = None,
+        *,
+        job_id: int | None = None,
+        purpose: Purpose | None = None,
+        limit: int = 100,
+        before_id: int | None = None,
+    ) -> list[TuningRecord]:
+        check_page(limit, before_id)
+        found = []
+        for record in reversed(list(self._matching(workload_key, target))):
+            if job_id is not None and record.job_id != job_id:
+                continue
+            if purpose is not None and record.purpose is not Purpose(purpose):
+                continue
+            if before_id is not None and record.id >= before_id:
+                continue
+            found.append(record)
+            if len(found) == limit:
+                break
+        return found
+
+    def count(
+        self,
+        workload_key: str | None = None,
+        target: str | None = None,
+        error_kind: ErrorKind | None = None,
+        *,
+        ok: bool | None = None,
+        stale: bool | None = None,
+    ) -> int:
+        return sum(
+            1
+            for r in self._matching(workload_key, target)
+            if (error_kind is None or r.error_kind is error_kind)
+            and (ok is None or r.ok == ok)
+            and (stale is None or r.stale == stale)
+        )
+
+    def _matching(self, workload_key: str | None, target: str | None) -> Iterator[TuningRecord]:
+        canonical = None if target is None else target_key(target, "target")
+        for record in self._records:
+            if workload_key is not None and record.workload_key != workload_key:
+                continue
+            if canonical is not None and record.target != canonical:
+                continue
+            yield record
+
+    def export_jsonl(self, out: IO[str], *, best_k: int | None = None) -> int:
+        if best_k is not None:
+            check_k(best_k)
+        out.write(exchange.header_line())
+        for entry in self._workloads.values():
+            out.write(exchange.workload_line(entry))
+        kept = self._records if best_k is None else self._best_records(best_k)
+        for record in kept:
+            out.write(exchange.record_line(record, self._host_kinds[record.target]))
+        return len(kept)
+
+    def _best_records(self, k: int) -> list[TuningRecord]:
+        """The current-format successes of the ``k`` best traces of each workload on
+        each target, in commit order."""
+        best = set()
+        for key, target in {(r.workload_key, r.target) for r in self._records}:
+            best |= {(key, target, r.trace_hash) for r in self.best(key, target, k)}
+        return [
+            r
+            for r in self._records
+            if (r.workload_key, r.target, r.trace_hash) in best and r.ok and not r.stale
+        ]
+
+    def import_jsonl(self, lines: Iterable[str]) -> exchange.ImportSummary:
+        stored = {key: w.json for key, w in self._workloads.items()}
+        existing = {
+            exchange.fingerprint(r.workload_key, r.target, _columns(r)) for r in self._records
+        }
+        plan = exchange.plan_import(lines, stored, existing, self._checker)
+        for w in plan.workloads:
+            self._workloads[w["key"]] = WorkloadEntry(
+                w["key"], w["name"], w["json"], w["flop_count"]
+            )
+        for record in plan.records:
+            self._host_kinds.setdefault(record.target, record.host_kind)
+            self._append(record.row, record.workload_key, record.target)
+        return exchange.ImportSummary(len(plan.workloads), len(plan.records), plan.skipped)
+
+
+def _columns(record: TuningRecord) -> dict[str, Any]:
+    return {
+        "trace_hash": record.trace_hash,
+        "purpose": record.purpose.value,
+        "status": status_of(record.error_kind),
+        "worker_host": record.worker_host,
+        "created_at": record.created_at,
+    }
