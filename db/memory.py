@@ -100,7 +100,7 @@ class MemoryDatabase(Database):
                 error_kind=error_kind_of(row["status"]),
                 run_times=tuple(row["run_times"]),
                 mean_seconds=row["mean_seconds"],
-                median_seconds=row["median_seconds"],
+                min_seconds=row["min_seconds"],
                 error=row["error"],
                 worker_host=row["worker_host"],
                 job_id=row["job_id"],
@@ -124,7 +124,7 @@ class MemoryDatabase(Database):
         newest_retimes = {r.trace_hash: r for r in current if r.purpose is Purpose.RETIME}
         found: list[TuningRecord] = []
         if purpose in (None, Purpose.RETIME):
-            found += sorted(newest_retimes.values(), key=lambda r: (r.median_seconds, r.id))[:k]
+            found += sorted(newest_retimes.values(), key=lambda r: (r.min_seconds, r.id))[:k]
         if purpose in (None, Purpose.SEARCH):
             searched = [
                 r
@@ -132,7 +132,7 @@ class MemoryDatabase(Database):
                 if r.purpose is Purpose.SEARCH
                 and (purpose is Purpose.SEARCH or r.trace_hash not in newest_retimes)
             ]
-            found += sorted(searched, key=lambda r: (r.mean_seconds, r.id))[: k - len(found)]
+            found += sorted(searched, key=lambda r: (r.min_seconds, r.id))[: k - len(found)]
         return found
 
     def records(

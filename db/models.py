@@ -5,7 +5,8 @@ The schema is created and changed only by the Alembic migrations in
 ``db/migrations``; a test checks that the migrations and these models agree.
 Timestamps are stored in UTC. Run times are a JSON list; ``mean_seconds`` is set
 only for successful records (a CHECK constraint says so), which is what keeps a
-failure from ever looking like a slow success; ``median_seconds`` likewise. Rows
+failure from ever looking like a slow success; ``min_seconds`` (the fastest run time,
+what every ranking reads) likewise. Rows
 are only ever inserted (and deleted by an explicit prune): a careful re-timing of a
 trace is a row of its own with ``purpose`` "retime", next to the trace's "search" row.
 """
@@ -117,9 +118,9 @@ class RecordRow(Base):
             name="mean_only_when_ok",
         ),
         CheckConstraint(
-            "(status = 'ok' AND median_seconds IS NOT NULL AND median_seconds >= 0)"
-            " OR (status <> 'ok' AND median_seconds IS NULL)",
-            name="median_only_when_ok",
+            "(status = 'ok' AND min_seconds IS NOT NULL AND min_seconds >= 0)"
+            " OR (status <> 'ok' AND min_seconds IS NULL)",
+            name="min_only_when_ok",
         ),
         CheckConstraint(_in("purpose", PURPOSES), name="purpose"),
         # best(): one workload's current-format successes on one target, in answer order
@@ -129,7 +130,7 @@ class RecordRow(Base):
             "target_id",
             "status",
             "trace_version",
-            "mean_seconds",
+            "min_seconds",
             "id",
         ),
         # best(): the newest re-timing of each re-timed trace
@@ -148,7 +149,7 @@ class RecordRow(Base):
     status: Mapped[str] = mapped_column(String(16))
     run_times: Mapped[list[float]] = mapped_column(JSON)
     mean_seconds: Mapped[float | None] = mapped_column(Float)
-    median_seconds: Mapped[float | None] = mapped_column(Float)
+    min_seconds: Mapped[float | None] = mapped_column(Float)
     purpose: Mapped[str] = mapped_column(String(16))
     error: Mapped[str | None] = mapped_column(Text)
     worker_host: Mapped[str] = mapped_column(String(200))

@@ -106,7 +106,7 @@ def to_record(r: Row) -> TuningRecord:
         error_kind=error_kind_of(r.status),
         run_times=tuple(r.run_times),
         mean_seconds=r.mean_seconds,
-        median_seconds=r.median_seconds,
+        min_seconds=r.min_seconds,
         error=r.error,
         worker_host=r.worker_host,
         job_id=r.job_id,
@@ -122,8 +122,8 @@ def ranked(
 ) -> list[TuningRecord]:
     """The ``k`` best current-format successes of a workload on a (canonical) target,
     as ``Database.best`` defines them: with ``purpose`` None the newest re-timing of
-    each re-timed trace by its median, fastest first, then the search measurements of
-    the traces never re-timed by their mean; with a purpose, only those records
+    each re-timed trace, then the search measurements of the traces never re-timed, each
+    by its fastest run time (``min_seconds``); with a purpose, only those records
     (every search measurement, or each trace's newest re-timing). Ties: older first."""
     workload_id = select(WorkloadRow.id).where(WorkloadRow.key == workload_key).scalar_subquery()
     target_id = select(TargetRow.id).where(TargetRow.target == target).scalar_subquery()
@@ -147,14 +147,14 @@ def ranked(
         newest = current(select(func.max(RecordRow.id)), Purpose.RETIME).group_by(
             RecordRow.trace_hash
         )
-        stmt = rows.where(RecordRow.id.in_(newest)).order_by(RecordRow.median_seconds, RecordRow.id)
+        stmt = rows.where(RecordRow.id.in_(newest)).order_by(RecordRow.min_seconds, RecordRow.id)
         found += [to_record(row) for row in connection.execute(stmt.limit(k))]
     if purpose in (None, Purpose.SEARCH) and len(found) < k:
         stmt = current(rows, Purpose.SEARCH)
         if purpose is None:
             retimed = current(select(RecordRow.trace_hash), Purpose.RETIME)
             stmt = stmt.where(RecordRow.trace_hash.not_in(retimed))
-        stmt = stmt.order_by(RecordRow.mean_seconds, RecordRow.id).limit(k - len(found))
+        stmt = stmt.order_by(RecordRow.min_seconds, RecordRow.id).limit(k - len(found))
         found += [to_record(row) for row in connection.execute(stmt)]
     return found
 

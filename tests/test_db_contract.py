@@ -112,8 +112,8 @@ def test_records_round_trip_newest_first_in_pages(database, key):
     assert len(last) == 1
     success, failure = last[0], second[-1]
     assert success.run_times == (3e-4, 1e-4, 2e-4) and success.worker_host == "h1"
-    assert success.mean_seconds == pytest.approx(2e-4) and success.median_seconds == 2e-4
-    assert success.purpose is Purpose.SEARCH and success.seconds == success.mean_seconds
+    assert success.mean_seconds == pytest.approx(2e-4) and success.min_seconds == 1e-4
+    assert success.purpose is Purpose.SEARCH and success.seconds == success.min_seconds
     assert success.trace == split_trace(2).to_json_string() and success.target == canonical_target(
         ZEN
     )
@@ -142,9 +142,9 @@ def test_best_is_the_fastest_success_of_that_workload_on_that_target(database, k
         ]
     )
     best = database.best(key, ZEN, k=10)
-    assert [r.mean_seconds for r in best] == [2e-3, 4e-3, 4e-3]
+    assert [r.seconds for r in best] == [2e-3, 3e-3, 4e-3]
     assert [r.trace for r in best] == [split_trace(f).to_json_string() for f in (5, 3, 9)]
-    assert [r.mean_seconds for r in database.best(key, ZEN, k=2)] == [2e-3, 4e-3]
+    assert [r.seconds for r in database.best(key, ZEN, k=2)] == [2e-3, 3e-3]
     assert [r.mean_seconds for r in database.best(key, SKYLAKE, 5)] == [1e-3]
     assert database.best(key, "llvm -mcpu=cascadelake") == []
     assert database.best_trace(key, ZEN) == best[0].trace
@@ -160,8 +160,8 @@ def test_a_retiming_is_a_new_record_and_ranks_its_trace(database, key):
     best = database.best(key, ZEN, k=4)
     assert [r.trace for r in best] == [third.trace, second.trace, lucky.trace, fourth.trace]
     assert [r.purpose for r in best] == [Purpose.RETIME] * 2 + [Purpose.SEARCH] * 2
-    assert [r.seconds for r in best] == [5e-4, 7e-4, lucky.mean_seconds, fourth.mean_seconds]
-    assert best[1].run_times == (7e-4, 6e-4, 9e-4) and best[1].median_seconds == 7e-4
+    assert [r.seconds for r in best] == [5e-4, 6e-4, lucky.seconds, fourth.seconds]
+    assert best[1].run_times == (7e-4, 6e-4, 9e-4) and best[1].min_seconds == 6e-4
     assert database.best(key, ZEN, k=4, purpose=Purpose.SEARCH) == [lucky, second, third, fourth]
     assert [r.trace for r in database.best(key, ZEN, k=1)] == [third.trace]
     assert database.best_trace(key, ZEN) == third.trace
@@ -244,7 +244,7 @@ def test_bad_input_is_a_record_error_naming_it_and_stores_nothing(database, key)
 
 def _comparable(records):
     return [(r.workload_key, r.target, r.trace_hash, r.purpose, r.error_kind, r.run_times,
-             r.median_seconds, r.error, r.worker_host, r.created_at, r.trace_version,
+             r.min_seconds, r.error, r.worker_host, r.created_at, r.trace_version,
              r.tensortune_version) for r in records]  # fmt: skip
 
 
@@ -290,7 +290,7 @@ def test_a_version_2_stream_reads_its_retimings_as_records(database, key, make):
     other = make()
     assert other.import_jsonl(old).records_added == 3
     (best,) = other.best(key, ZEN)
-    assert best.purpose is Purpose.RETIME and best.seconds == 5e-4
+    assert best.purpose is Purpose.RETIME and best.seconds == 4e-4
     assert best.trace == split_trace(5).to_json_string()
     assert other.best(key, ZEN, 2, purpose=Purpose.SEARCH)[0].mean_seconds == 1e-3
     assert other.import_jsonl(old).records_added == 0

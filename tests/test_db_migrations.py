@@ -103,7 +103,7 @@ def test_a_database_of_the_previous_version_upgrades_losing_nothing(url, capsys)
     with SQLDatabase(url) as database:
         records = database.records(key, limit=100)
         assert [r.trace for r in database.best(key, ZEN, k=4)] == previous_best
-        assert [r.seconds for r in database.best(key, ZEN, k=2)] == [1e-4, 6e-4]
+        assert [r.seconds for r in database.best(key, ZEN, k=2)] == [1e-4, 5e-4]
         searched = database.records(key, purpose=Purpose.SEARCH)
         assert sorted(r.mean_seconds or 0 for r in searched) == [0, 2e-4, 3e-4, 4e-4, 5e-4]
         assert all(r.created_at == CREATED and r.worker_host != "" for r in searched)
@@ -143,7 +143,7 @@ def test_a_database_of_the_first_schema_upgrades_keeping_its_records(url, capsys
         assert db.records(key) == before
         engine = open_engine(url)
         with engine.begin() as connection, pytest.raises(Exception, match="(?i)check"):
-            connection.execute(text("UPDATE records SET median_seconds = NULL"))
+            connection.execute(text("UPDATE records SET min_seconds = NULL"))
         engine.dispose()
 
 
@@ -158,7 +158,7 @@ def test_the_internal_error_kind_migrates_up_and_down(url):
     with engine.begin() as connection, pytest.raises(Exception, match="(?i)check"):
         connection.execute(
             text(
-                "UPDATE records SET status = 'internal', mean_seconds = NULL, median_seconds = NULL"
+                "UPDATE records SET status = 'internal', mean_seconds = NULL, min_seconds = NULL"
             )
         )
     migrate.upgrade(engine)

@@ -50,7 +50,7 @@ def similar_workloads(
         stored = database.records(
             entry.key, task.target, purpose=Purpose.SEARCH, limit=records_each
         )
-        records = tuple((r.trace, r.mean_seconds) for r in stored if not r.stale)
+        records = tuple((r.trace, r.seconds) for r in stored if not r.stale)
         if not records:
             continue
         found += 1

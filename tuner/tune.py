@@ -22,7 +22,6 @@ the database, the batch in flight is dropped, and the result says it was interru
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -139,15 +138,15 @@ def tune(
             early_stopping=options.early_stopping,
             seed=options.seed,
         )
-        strategy.restore_traces((r.trace, r.mean_seconds) for r in stored)
+        strategy.restore_traces((r.trace, r.seconds) for r in stored)
         if options.transfer and strategy.learns_from_other_workloads:
             for other in similar_workloads(database, task, space):
                 taken = strategy.learn_from(other.space, other.records)
                 transferred += taken
                 similar += 1 if taken else 0
         loop.restored = restored
-        loop.known = {r.trace_hash: MeasureResult(r.mean_seconds, r.error) for r in stored}
-        loop.best_seconds = min((r.mean_seconds for r in stored if r.mean_seconds), default=None)
+        loop.known = {r.trace_hash: MeasureResult(r.seconds, r.error) for r in stored}
+        loop.best_seconds = min((r.seconds for r in stored if r.seconds), default=None)
         reason = loop.run(strategy)
     if progress is not None:
         progress.finish()
@@ -214,14 +213,14 @@ class _Loop:
         runs = self.workers.measure(candidates) if candidates else []
         self.database.commit_records(to_measurement(run) for run in runs)
         for k, run in zip(fresh, runs, strict=True):
-            self.known[digests[k]] = MeasureResult(run.mean_seconds, run.error)
+            self.known[digests[k]] = MeasureResult(run.seconds, run.error)
         self._count(runs)
         return [self.known[digest] for digest in digests]
 
     def _count(self, runs: Sequence[RunResult]) -> None:
         for run in runs:
             self.measured += 1
-            seconds = run.mean_seconds
+            seconds = run.seconds
             if seconds is None:
                 self.errors += 1
             elif self.best_seconds is None or seconds < self.best_seconds:
@@ -240,8 +239,8 @@ def _retime(
 ) -> tuple[tuple[RankedSchedule, ...], str]:
     """The ``retime_top`` fastest search measurements, each measured ``retime_rounds``
     more times (built afresh each time, in turns); a schedule whose every round
-    succeeds gets those times stored as a re-timing record of its own, whose median
-    ranks it in ``Database.best`` (and so in ``build(..., database=)``). Returns the
+    succeeds gets those times stored as a re-timing record of its own, whose fastest
+    time ranks it in ``Database.best`` (and so in ``build(..., database=)``). Returns the
     re-timed schedules fastest first, then any whose re-timing failed."""
     top = database.best(
         task.workload_key, task.target, k=max(1, options.retime_top), purpose=Purpose.SEARCH
@@ -264,16 +263,16 @@ def _retime(
     retimings = []
     for k, record in enumerate(top):
         rounds_of_record = runs[k :: len(top)]
-        if rounds_of_record and all(run.mean_seconds is not None for run in rounds_of_record):
+        if rounds_of_record and all(run.seconds is not None for run in rounds_of_record):
             retimings.append(_retiming(record, rounds_of_record))
     database.commit_records(retimings)
-    retimed = {m.trace: statistics.median(m.run_times) for m in retimings}
+    retimed = {m.trace: min(m.run_times) for m in retimings}
     ranked = []
     for record in top:
         seconds = retimed.get(record.trace)
         gflops = None if seconds is None else task.gflops(seconds)
-        assert record.mean_seconds is not None
-        ranked.append(RankedSchedule(record.trace, record.mean_seconds, seconds, gflops))
+        assert record.seconds is not None
+        ranked.append(RankedSchedule(record.trace, record.seconds, seconds, gflops))
     ranked.sort(key=lambda r: (r.seconds is None, r.seconds or 0.0, r.search_seconds))
     return tuple(ranked), reason
 

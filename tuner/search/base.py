@@ -43,14 +43,14 @@ class Measurement(Protocol):
     ``workers.RunResult`` is one; so is ``MeasureResult``."""
 
     @property
-    def mean_seconds(self) -> float | None: ...
+    def seconds(self) -> float | None: ...
 
 
 @dataclass(frozen=True)
 class MeasureResult:
     """A measurement as plain data: seconds per call, or None and why not."""
 
-    mean_seconds: float | None
+    seconds: float | None
     error: str | None = None
 
 
@@ -157,7 +157,7 @@ class SearchStrategy(abc.ABC):
         for candidate, result in zip(candidates, results, strict=True):
             del self._pending[candidate.trace_hash]
             self.trials += 1
-            seconds = _seconds(result.mean_seconds)
+            seconds = _seconds(result.seconds)
             self._record(Observation(candidate.decisions, candidate, seconds))
 
     def restore(self, history: Iterable[tuple[TraceCandidate, float | None]]) -> int:

@@ -1,9 +1,11 @@
 """Records become append-only: a re-timing is a record of its own.
 
-Every record gets a ``purpose`` ("search" for all that exist) and the median of its
-run times. The re-timing that 0002 stored inside a record (``retime_times``,
-``retimed_at``) becomes a new "retime" record of the same workload, target and trace,
-taken at ``retimed_at``; then those columns go. Target strings are rewritten to the
+Every record gets a ``purpose`` ("search" for all that exist) and the fastest of its
+run times (``min_seconds``, what every ranking reads: interference on a shared host
+only ever slows a run, so the fastest repeat is the reproducible one). The
+re-timing that 0002 stored inside a record (``retime_times``, ``retimed_at``) becomes
+a new "retime" record of the same workload, target and trace, taken at
+``retimed_at``; then those columns go. Target strings are rewritten to the
 canonical spelling, which now always names the CPU's code-generation features
 (``-mattr``); two spellings of one target become one. Nothing is lost: the downgrade
 puts each trace's newest re-timing back on its newest search record (the target
@@ -45,7 +47,7 @@ RECORDS = sa.table(
     sa.column("status", sa.String()),
     sa.column("run_times", sa.JSON()),
     sa.column("mean_seconds", sa.Float()),
-    sa.column("median_seconds", sa.Float()),
+    sa.column("min_seconds", sa.Float()),
     sa.column("purpose", sa.String()),
     sa.column("error", sa.Text()),
     sa.column("created_at", sa.DateTime(timezone=True)),
@@ -53,20 +55,21 @@ RECORDS = sa.table(
     sa.column("retimed_seconds", sa.Float()),
     sa.column("retimed_at", sa.DateTime(timezone=True)),
 )
-MEDIAN_CHECK = (
-    "(status = 'ok' AND median_seconds IS NOT NULL AND median_seconds >= 0)"
-    " OR (status <> 'ok' AND median_seconds IS NULL)"
+MIN_CHECK = (
+    "(status = 'ok' AND min_seconds IS NOT NULL AND min_seconds >= 0)"
+    " OR (status <> 'ok' AND min_seconds IS NULL)"
 )
 RETIMED_INDEX = ["workload_id", "target_id", "trace_version", "retimed_seconds", "id"]
 PURPOSE_INDEX = ["workload_id", "target_id", "purpose", "trace_hash", "id"]
+BEST_INDEX = ["workload_id", "target_id", "status", "trace_version", "{}", "id"]
 
 
 def upgrade() -> None:
     with op.batch_alter_table("records") as batch:
-        batch.add_column(sa.Column("median_seconds", sa.Float(), nullable=True))
+        batch.add_column(sa.Column("min_seconds", sa.Float(), nullable=True))
         batch.add_column(sa.Column("purpose", sa.String(length=16), nullable=True))
     connection = op.get_bind()
-    _fill_purpose_and_medians(connection)
+    _fill_purpose_and_minimums(connection)
     _insert_retimings(connection)
     _canonical_targets(connection)
     op.drop_index("ix_records_retimed", table_name="records")
@@ -74,24 +77,31 @@ def upgrade() -> None:
         batch.alter_column("purpose", existing_type=sa.String(length=16), nullable=False)
         for column in ("retime_times", "retimed_seconds", "retimed_at"):
             batch.drop_column(column)
-        batch.create_check_constraint(op.f("ck_records_median_only_when_ok"), MEDIAN_CHECK)
+        batch.create_check_constraint(op.f("ck_records_min_only_when_ok"), MIN_CHECK)
         batch.create_check_constraint(op.f("ck_records_purpose"), "purpose IN ('search', 'retime')")
     op.create_index("ix_records_purpose", "records", PURPOSE_INDEX)
+    op.drop_index("ix_records_best", table_name="records")
+    op.create_index("ix_records_best", "records", _best_index("min_seconds"))
 
 
-def _fill_purpose_and_medians(connection: sa.Connection) -> None:
+def _best_index(seconds_column: str) -> list[str]:
+    """The columns of best()'s index, ranked by ``seconds_column``."""
+    return [seconds_column if name == "{}" else name for name in BEST_INDEX]
+
+
+def _fill_purpose_and_minimums(connection: sa.Connection) -> None:
     connection.execute(sa.update(RECORDS).values(purpose="search"))
     successes = sa.select(RECORDS.c.id, RECORDS.c.run_times).where(RECORDS.c.status == "ok")
-    medians = [
-        {"record_id": row.id, "median": statistics.median(row.run_times)}
+    minimums = [
+        {"record_id": row.id, "fastest": min(row.run_times)}
         for row in connection.execute(successes)
     ]
-    if medians:
+    if minimums:
         connection.execute(
             sa.update(RECORDS)
             .where(RECORDS.c.id == sa.bindparam("record_id"))
-            .values(median_seconds=sa.bindparam("median")),
-            medians,
+            .values(min_seconds=sa.bindparam("fastest")),
+            minimums,
         )
 
 
@@ -109,7 +119,7 @@ def _insert_retimings(connection: sa.Connection) -> None:
             "status": "ok",
             "run_times": list(row.retime_times),
             "mean_seconds": statistics.fmean(row.retime_times),
-            "median_seconds": statistics.median(row.retime_times),
+            "min_seconds": min(row.retime_times),
             "purpose": "retime",
             "error": None,
             "created_at": row.retimed_at,
@@ -144,9 +154,10 @@ def _canonical_targets(connection: sa.Connection) -> None:
 
 def downgrade() -> None:
     op.drop_index("ix_records_purpose", table_name="records")
+    op.drop_index("ix_records_best", table_name="records")
     with op.batch_alter_table("records") as batch:
         batch.drop_constraint(op.f("ck_records_purpose"), type_="check")
-        batch.drop_constraint(op.f("ck_records_median_only_when_ok"), type_="check")
+        batch.drop_constraint(op.f("ck_records_min_only_when_ok"), type_="check")
         batch.add_column(sa.Column("retime_times", sa.JSON(), nullable=True))
         batch.add_column(sa.Column("retimed_seconds", sa.Float(), nullable=True))
         batch.add_column(sa.Column("retimed_at", sa.DateTime(timezone=True), nullable=True))
@@ -155,8 +166,9 @@ def downgrade() -> None:
     connection.execute(sa.delete(RECORDS).where(RECORDS.c.purpose == "retime"))
     with op.batch_alter_table("records") as batch:
         batch.drop_column("purpose")
-        batch.drop_column("median_seconds")
+        batch.drop_column("min_seconds")
     op.create_index("ix_records_retimed", "records", RETIMED_INDEX)
+    op.create_index("ix_records_best", "records", _best_index("mean_seconds"))
 
 
 def _fold_retimings(connection: sa.Connection) -> None:
