@@ -30,11 +30,26 @@ def blocks_named(sch: Schedule, prefix: str) -> list[BlockRV]:
     return [b for b in sch.get_child_blocks(sch.get_block("root")) if b.name.startswith(prefix)]
 
 
-def parallelize(sch: Schedule, leading: list[LoopRV], depth: int) -> None:
-    """Fuse the ``depth`` outermost of ``leading`` and run the fused loop in parallel."""
-    if depth == 0 or not leading:
+# The choices of a template's ``parallel`` knob: how many chunks of the parallel loop
+# each thread gets at least (0: no parallel loop).
+PARALLEL_GRAINS = (1, 4, 16)
+
+
+def parallelize(sch: Schedule, leading: list[LoopRV], grain: int, threads: int) -> None:
+    """Fuse the fewest outermost of ``leading`` whose iterations give every one of
+    ``threads`` at least ``grain`` chunks (all of them when even that is too few), and
+    run the fused loop in parallel. Counting iterations, not loops, keeps a unit loop
+    (a batch of one) from ever being the whole parallel loop, which ran a convolution
+    on one core in a third of its space."""
+    if grain == 0 or not leading:
         return
-    chosen = leading[:depth]
+    chosen: list[LoopRV] = []
+    iterations = 1
+    for loop in leading:
+        chosen.append(loop)
+        iterations *= extent(sch, loop)
+        if iterations >= grain * threads:
+            break
     fused = sch.fuse(*chosen) if len(chosen) > 1 else chosen[0]
     sch.parallel(fused)
 

@@ -14,7 +14,8 @@ over the channels, and runs the reduction (``rc ry rx``) around it:
 - the input tile a micro-kernel pass reads packed into a contiguous buffer
   (``cache_read`` computed at ``rc0``: data packing) or read in place;
 - a local accumulator written back outside the reduction, its init split out;
-- the outermost one to three loops fused and run in parallel.
+- the outermost loops fused until every thread gets 1, 4 or 16 chunks, and run in
+  parallel.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from compiler.schedule import BlockRV, LoopRV, Schedule
 from tuner.space.config import ConfigEntity
 from tuner.space.registry import template
 from tuner.space.templates.common import (
+    PARALLEL_GRAINS,
     blocks_after,
     blocks_named,
     extent,
@@ -63,7 +65,7 @@ def conv2d_nchw_x86(cfg: ConfigEntity, sch: Schedule) -> None:
     cfg.define_reorder("reduce_order", 4, policy="candidate", candidate=REDUCE_ORDERS)
     cfg.define_knob("pad", ["inline", "root"] if pads else ["none"])
     cfg.define_knob("pack_data", ["none", "rc0"])
-    cfg.define_knob("parallel", [1, 2, 3])
+    cfg.define_knob("parallel", list(PARALLEL_GRAINS))
 
     o0, o1, o2 = cfg["tile_o"].apply(sch, o)
     y0, y1 = cfg["tile_y"].apply(sch, y)
@@ -80,7 +82,7 @@ def conv2d_nchw_x86(cfg: ConfigEntity, sch: Schedule) -> None:
     _accumulate(sch, block, epilogues, outer[-1], reduction[0])
     sch.unroll(o2)
     sch.vectorize(xv)
-    parallelize(sch, [n, *outer], cfg["parallel"].val)
+    parallelize(sch, [n, *outer], cfg["parallel"].val, cfg.target.threads)
 
 
 @template("depthwise_conv2d_nchw.x86", blocks=("depthwise_conv2d_nchw",))
@@ -102,7 +104,7 @@ def depthwise_conv2d_nchw_x86(cfg: ConfigEntity, sch: Schedule) -> None:
     cfg.define_reorder("order", 5, policy="candidate", candidate=DEPTHWISE_ORDERS)
     cfg.define_knob("unroll_window", [False, True])
     cfg.define_knob("pad", ["inline", "root"] if pads else ["none"])
-    cfg.define_knob("parallel", [1, 2, 3])
+    cfg.define_knob("parallel", list(PARALLEL_GRAINS))
 
     c0, c1 = cfg["tile_c"].apply(sch, c)
     y0, y1 = cfg["tile_y"].apply(sch, y)
@@ -116,7 +118,7 @@ def depthwise_conv2d_nchw_x86(cfg: ConfigEntity, sch: Schedule) -> None:
         sch.unroll(ry)
         sch.unroll(rx)
     sch.vectorize(xv)
-    parallelize(sch, [n, *outer], cfg["parallel"].val)
+    parallelize(sch, [n, *outer], cfg["parallel"].val, cfg.target.threads)
 
 
 def _place_padding(sch: Schedule, pads: list[BlockRV], where: str) -> None:

@@ -12,7 +12,8 @@ The schedule is the classic CPU GEMM of ``benchmarks/gemm.py``, as a space:
   with its initialization split out (``decompose_reduction``);
 - the right operand packed into a contiguous panel (``cache_read`` computed at
   ``j0`` or ``k0``) or read in place;
-- the outermost one or two loops fused and run in parallel, or none.
+- the outermost loops fused until every thread gets 1, 4 or 16 chunks, and run in
+  parallel, or none.
 
 Every knob is defined from the loop extents alone; a combination the primitives
 refuse (packing under a loop it cannot sit in, fusing loops that are no longer
@@ -25,6 +26,7 @@ from compiler.schedule import Schedule
 from tuner.space.config import ConfigEntity
 from tuner.space.registry import template
 from tuner.space.templates.common import (
+    PARALLEL_GRAINS,
     blocks_after,
     extent,
     kernel_tiles,
@@ -77,7 +79,7 @@ def gemm_template(cfg: ConfigEntity, sch: Schedule, block_name: str, *, batch: b
     cfg.define_split("tile_k", k, num_outputs=2, policy="factors")
     cfg.define_reorder("order", 4, policy="candidate", candidate=ORDERS)
     cfg.define_knob("pack_b", ["none", "j0", "k0"])
-    cfg.define_knob("parallel", [0, 1, 2])
+    cfg.define_knob("parallel", [0, *PARALLEL_GRAINS])
 
     i0, i1, i2 = cfg["tile_i"].apply(sch, i)
     j0, jv = cfg["tile_j"].apply(sch, j)
@@ -104,4 +106,5 @@ def gemm_template(cfg: ConfigEntity, sch: Schedule, block_name: str, *, batch: b
     sch.decompose_reduction(block, k0)
     sch.unroll(i2)
     sch.vectorize(jv)
-    parallelize(sch, [*([b] if b is not None else []), *spatial_outer], cfg["parallel"].val)
+    leading = [*([b] if b is not None else []), *spatial_outer]
+    parallelize(sch, leading, cfg["parallel"].val, cfg.target.threads)
