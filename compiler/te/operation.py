@@ -129,6 +129,7 @@ def _reducer(combiner: str, elementwise: type[E.BinaryOp]) -> Callable[..., Prim
     return reduce
 
 
+# TVM's names, shadowing the builtins inside this module.
 sum = _reducer("sum", E.Add)
 max = _reducer("max", E.Max)
 min = _reducer("min", E.Min)
@@ -201,10 +202,10 @@ def power(x: Any, y: Any) -> PrimExpr:
     return E.Call("pow", (base, exponent), base.dtype)
 
 
-pow = power
+pow = power  # TVM's name
 
 
-def abs(x: Any) -> PrimExpr:
+def abs(x: Any) -> PrimExpr:  # TVM's name
     value = convert(x)
     if E.is_float(value.dtype):
         return E.Call("fabs", (value,), value.dtype)

@@ -69,6 +69,7 @@ def _reduction(
     return operator
 
 
+# TVM's names, shadowing the builtins inside this module.
 sum = _reduction("sum", te.sum)
 max = _reduction("max", te.max)
 min = _reduction("min", te.min)
