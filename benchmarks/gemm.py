@@ -48,7 +48,7 @@ def gemm_workload(m: int, n: int, k: int, packed: bool) -> compiler.PrimFunc:
 def hand_schedule(func: compiler.PrimFunc) -> Schedule:
     sch = Schedule(func)
     pack = sch.get_block("B_packed")
-    p, kk, c = sch.get_loops(pack)
+    p, _kk, c = sch.get_loops(pack)
     sch.parallel(p)
     sch.vectorize(c)
 

@@ -272,7 +272,7 @@ def _split_for_threads(sch: Schedule, block: BlockRV, plan: _Plan) -> None:
     dividing = [c for c in range(chunk, 2 * chunk, plan.lanes) if extent % c == 0]
     chunk = dividing[0] if dividing else chunk
     loops = sch.get_loops(block)
-    chunks, inner = sch.split(loops[-1], [None, chunk])
+    chunks, _inner = sch.split(loops[-1], [None, chunk])
     rest = loops[len(outer) : -1]
     if rest:
         sch.reorder(chunks, *rest)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import abc
 import logging
 from collections.abc import Iterable, Mapping
-from typing import IO, Any
+from typing import IO, Any, Self
 
 from compiler.errors import ErrorKind
 from compiler.ir.function import PrimFunc
@@ -107,7 +107,7 @@ class Database(abc.ABC):
         """Release connections; a database without any has nothing to do."""
         return None
 
-    def __enter__(self) -> Database:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

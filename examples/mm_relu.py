@@ -47,7 +47,7 @@ def main() -> None:
 
     sch = compiler.Schedule(mod)
     block_Y = sch.get_block("Y", func_name="mm_relu")
-    i, j, k = sch.get_loops(block_Y)
+    _i, j, k = sch.get_loops(block_Y)
     j0, j1 = sch.split(j, factors=[None, 4])
     sch.reorder(j0, k, j1)
     print("# after split and reorder")

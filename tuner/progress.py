@@ -76,6 +76,6 @@ class Progress:
 def _duration(seconds: float | None) -> str:
     if seconds is None:
         return "?"
-    whole = int(round(seconds))
+    whole = round(seconds)
     minutes, secs = divmod(whole, 60)
     return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"

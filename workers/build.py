@@ -29,7 +29,7 @@ def build_candidate(candidate: Candidate) -> BuildResult:
         artifact = _build(candidate)
     except CompilerError as err:
         return _failed(candidate, ErrorKind.BUILD_ERROR, err, start)
-    except Exception as err:  # noqa: BLE001 - see the docstring
+    except Exception as err:  # see the docstring
         return _failed(candidate, ErrorKind.INTERNAL, err, start)
     return BuildResult(candidate, artifact, seconds=time.perf_counter() - start)
 

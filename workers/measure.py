@@ -78,7 +78,7 @@ class Measurer:
                 warmup=config.warmup,
                 before_repeat=self._flusher(config),
             )
-        except Exception as err:  # noqa: BLE001 - one candidate's failure is its record
+        except Exception as err:  # one candidate's failure is its record
             return self._failed(candidate, ErrorKind.RUN_ERROR, f"{type(err).__name__}: {err}")
         return RunResult(candidate, timing.results, timing.number, worker_host=self.host)
 
@@ -112,7 +112,7 @@ def _reference_or_reason(candidate: Candidate, seed: int) -> Reference | str:
                     "or none"
                 )
         return make_reference(func, spec, seed)
-    except Exception as err:  # noqa: BLE001 - reported on every candidate of the workload
+    except Exception as err:  # reported on every candidate of the workload
         return f"no reference outputs for the workload: {type(err).__name__}: {err}"
 
 

@@ -193,8 +193,7 @@ class RayBuilder(Builder):
         """Nothing to release: tasks end with the batch."""
 
 
-@ray.remote
-class _RunnerActor:
+class _Runner:
     """Measures candidates on its node with a measurer of the class ``measurer`` names."""
 
     def __init__(self, host: str, measurer: str) -> None:
@@ -214,6 +213,11 @@ class _RunnerActor:
     ) -> dict[str, Any]:
         result = BuildResult.from_header(build, library)
         return self._measurer.measure(result, MeasureConfig.from_json(config)).to_json()
+
+
+# Made an actor by a call rather than a decorator, so that type checkers see the class
+# Ray makes (with ``options``) instead of the plain one.
+_RunnerActor = ray.remote(_Runner)
 
 
 @dataclass
@@ -476,7 +480,7 @@ class RayRunner(Runner):
 
 def _new_actor(node_id: str, host: str, measurer: str) -> Any:
     """A runner actor pinned to ``node_id``, restarted there when it dies."""
-    return _RunnerActor.options(  # type: ignore[attr-defined]
+    return _RunnerActor.options(
         scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
         num_cpus=0,
         max_restarts=-1,

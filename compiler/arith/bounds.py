@@ -133,12 +133,14 @@ class Bounder:
         for atom, coeff in lin.terms.values():
             part = self.atom(atom)
             low_side, high_side = (part.min, part.max) if coeff > 0 else (part.max, part.min)
-            lo_ok = lo_ok and low_side is not None
-            hi_ok = hi_ok and high_side is not None
-            if lo_ok:
-                lo.add(to_linear(low_side), coeff)  # type: ignore[arg-type]
-            if hi_ok:
-                hi.add(to_linear(high_side), coeff)  # type: ignore[arg-type]
+            if low_side is None:
+                lo_ok = False
+            elif lo_ok:
+                lo.add(to_linear(low_side), coeff)
+            if high_side is None:
+                hi_ok = False
+            elif hi_ok:
+                hi.add(to_linear(high_side), coeff)
         return Interval(
             normalize(from_linear(lo)) if lo_ok else None,
             normalize(from_linear(hi)) if hi_ok else None,
@@ -156,7 +158,7 @@ class Bounder:
                 self.floordiv(inner, e.b) if low is not None and low >= 0 else Interval(None, None)
             )
         if isinstance(e, E.FloorMod) and isinstance(e.b, IntImm) and e.b.value > 0:
-            return self.floormod(e)
+            return self.floormod(e, e.b.value)
         if isinstance(e, (E.Min, E.Max)):
             return self.min_max(e)
         if isinstance(e, E.Select):
@@ -195,8 +197,7 @@ class Bounder:
             None if inner.max is None else normalize(E.FloorDiv(inner.max, divisor)),
         )
 
-    def floormod(self, e: E.FloorMod) -> Interval:
-        divisor = e.b.value  # type: ignore[attr-defined]
+    def floormod(self, e: E.FloorMod, divisor: int) -> Interval:
         inner = self.bound(e.a)
         lo = None if inner.min is None else const_interval(inner.min)[0]
         hi = None if inner.max is None else const_interval(inner.max)[1]

@@ -8,6 +8,8 @@ dtype (folding ``2**31 - 1 + 1`` in int32 would change the program).
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 from compiler.ir import expr as E
 from compiler.ir.expr import IntImm, PrimExpr
 
@@ -40,11 +42,11 @@ def const_interval(e: PrimExpr) -> Bounds:
         return _times(const_interval(e.a), const_interval(e.b))
     if isinstance(e, E.FloorDiv) and _positive_const(e.b):
         lo, hi = const_interval(e.a)
-        c = e.b.value  # type: ignore[attr-defined]
+        c = e.b.value
         return (None if lo is None else lo // c), (None if hi is None else hi // c)
     if isinstance(e, E.FloorMod) and _positive_const(e.b):
         lo, hi = const_interval(e.a)
-        c = e.b.value  # type: ignore[attr-defined]
+        c = e.b.value
         if lo is not None and hi is not None and lo // c == hi // c:
             return lo % c, hi % c
         return 0, c - 1
@@ -68,7 +70,8 @@ def _negate(b: Bounds) -> Bounds:
 
 
 def _times(a: Bounds, b: Bounds) -> Bounds:
-    if None in a or None in b:
+    (a_lo, a_hi), (b_lo, b_hi) = a, b
+    if a_lo is None or a_hi is None or b_lo is None or b_hi is None:
         for x, y in ((a, b), (b, a)):
             if x[0] is not None and x[0] == x[1]:
                 c = x[0]
@@ -77,7 +80,7 @@ def _times(a: Bounds, b: Bounds) -> Bounds:
                 lo, hi = (_mul(c, y[0]), _mul(c, y[1]))
                 return (lo, hi) if c > 0 else (hi, lo)
         return None, None
-    corners = [p * q for p in a for q in b]  # type: ignore[operator]
+    corners = [a_lo * b_lo, a_lo * b_hi, a_hi * b_lo, a_hi * b_hi]
     return min(corners), max(corners)
 
 
@@ -103,5 +106,5 @@ def _hull(a: Bounds, b: Bounds) -> Bounds:
     return lo, hi
 
 
-def _positive_const(e: PrimExpr) -> bool:
+def _positive_const(e: PrimExpr) -> TypeGuard[IntImm]:
     return isinstance(e, IntImm) and e.value > 0

@@ -89,7 +89,7 @@ class Simplifier:
 
         rebuilt = transform_pre(e, operand)
         rewritten = self._rewrite(rebuilt)
-        return rebuilt if rewritten is None else rewritten  # type: ignore[return-value]
+        return rebuilt if rewritten is None else rewritten
 
     def _affine_root(self, e: PrimExpr) -> PrimExpr:
         """A whole sum of terms at once: simplify each atom and collect the terms
@@ -105,7 +105,7 @@ class Simplifier:
         emitted = _emit(lin)
         return transform(e, self._rewrite) if emitted is None else emitted
 
-    def _rewrite(self, node: Node) -> Node | None:
+    def _rewrite(self, node: Node) -> PrimExpr | None:
         if isinstance(node, E.BinaryOp) and isinstance(node.a, IntImm):
             if isinstance(node.b, IntImm):
                 return _fold(node, node.a.value, node.b.value)

@@ -10,6 +10,7 @@ variables (which live in i64) need no truncation.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from compiler.codegen.llvm_context import ModuleContext
 from compiler.codegen.llvm_types import (
@@ -348,14 +349,15 @@ def _has_load(e: PrimExpr) -> bool:
     return found
 
 
-_HANDLERS: dict[type, Callable[[ExprEmitter, PrimExpr, bool], str]] = {
-    E.Var: ExprEmitter._var,  # type: ignore[dict-item]
-    E.IntImm: ExprEmitter._int_imm,  # type: ignore[dict-item]
-    E.FloatImm: ExprEmitter._float_imm,  # type: ignore[dict-item]
-    E.BinaryOp: ExprEmitter._binary,  # type: ignore[dict-item]
-    E.Not: ExprEmitter._not,  # type: ignore[dict-item]
-    E.Select: ExprEmitter._select,  # type: ignore[dict-item]
-    E.Cast: ExprEmitter._cast,  # type: ignore[dict-item]
-    E.Call: ExprEmitter._call,  # type: ignore[dict-item]
-    E.BufferLoad: ExprEmitter._load,  # type: ignore[dict-item]
+# Each handler takes the node kind it is filed under, hence ``Any`` for the node.
+_HANDLERS: dict[type[PrimExpr], Callable[[ExprEmitter, Any, bool], str]] = {
+    E.Var: ExprEmitter._var,
+    E.IntImm: ExprEmitter._int_imm,
+    E.FloatImm: ExprEmitter._float_imm,
+    E.BinaryOp: ExprEmitter._binary,
+    E.Not: ExprEmitter._not,
+    E.Select: ExprEmitter._select,
+    E.Cast: ExprEmitter._cast,
+    E.Call: ExprEmitter._call,
+    E.BufferLoad: ExprEmitter._load,
 }

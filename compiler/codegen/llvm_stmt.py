@@ -245,9 +245,9 @@ class FunctionEmitter(ExprEmitter):
         thread inside a parallel body), up to a frame budget that keeps deep kernels
         within a thread's stack; others on the heap, 64-byte aligned."""
         buffer = s.buffer
-        sizes = [_const(d) for d in buffer.shape]
-        if all(size is not None for size in sizes):
-            nbytes = math.prod(sizes) * byte_size(buffer.dtype)  # type: ignore[arg-type]
+        sizes = [size for size in map(_const, buffer.shape) if size is not None]
+        if len(sizes) == len(buffer.shape):
+            nbytes = math.prod(sizes) * byte_size(buffer.dtype)
             fits = self.stack_bytes + nbytes <= FRAME_LIMIT_BYTES
             if nbytes <= STACK_LIMIT_BYTES and fits:
                 self.stack_bytes += nbytes

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from compiler.ir.node import Node
 
@@ -179,6 +179,7 @@ class FloatImm(PrimExpr):
 
 @dataclass(frozen=True, eq=False, repr=False)
 class BinaryOp(PrimExpr):
+    symbol: ClassVar[str]
     a: PrimExpr
     b: PrimExpr
     dtype: str = dataclasses.field(default="", compare=False)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar, cast
 
 N = TypeVar("N", bound="Node")
 
@@ -20,12 +20,14 @@ class Node:
 
     __hash__ = object.__hash__
     is_leaf = False
+    # Every concrete node is a dataclass; declaring so lets ``dataclasses`` accept nodes.
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
 
 
 def _child_fields(node: Node) -> list[str]:
     cache = _FIELD_CACHE.get(type(node))
     if cache is None:
-        cache = [f.name for f in dataclasses.fields(node)]  # type: ignore[arg-type]
+        cache = [f.name for f in dataclasses.fields(node)]
         _FIELD_CACHE[type(node)] = cache
     return cache
 
@@ -62,7 +64,8 @@ def transform(node: N, fn: Callable[[Node], Node | None]) -> N:
     and returns a replacement, or ``None`` to keep it."""
     rebuilt = _rebuild_children(node, fn)
     replaced = fn(rebuilt)
-    return rebuilt if replaced is None else replaced  # type: ignore[return-value]
+    # ``fn`` replaces a node only with one that may stand where it stood.
+    return rebuilt if replaced is None else cast(N, replaced)
 
 
 def transform_pre(node: N, fn: Callable[[Node], Node | None]) -> N:
@@ -70,7 +73,7 @@ def transform_pre(node: N, fn: Callable[[Node], Node | None]) -> N:
     as it is and its subtree is not visited."""
     replaced = fn(node)
     if replaced is not None:
-        return replaced  # type: ignore[return-value]
+        return cast(N, replaced)
     return _rebuild_children(node, lambda n: None, pre=fn)
 
 
@@ -90,7 +93,7 @@ def _rebuild_children(node: N, fn: Callable[[Node], Node | None], pre: Any = Non
                 changes[name] = new_items
     if not changes:
         return node
-    return dataclasses.replace(node, **changes)  # type: ignore[type-var]
+    return dataclasses.replace(node, **changes)
 
 
 def _descend(value: Node, fn: Callable[[Node], Node | None], pre: Any) -> Node:

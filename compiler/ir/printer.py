@@ -6,9 +6,12 @@ text of a valid function never confuses two variables.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from compiler.ir import expr as E
 from compiler.ir.analysis import block_accesses
 from compiler.ir.buffer import Buffer
+from compiler.ir.function import IRModule, PrimFunc
 from compiler.ir.node import Node
 from compiler.ir.stmt import (
     Allocate,
@@ -293,9 +296,9 @@ def _same_extent(a: E.PrimExpr, b: E.PrimExpr) -> bool:
     return structural_equal(a, b)
 
 
-def _unique(items: object) -> str:
+def _unique(items: Iterable[str]) -> str:
     seen: list[str] = []
-    for item in items:  # type: ignore[attr-defined]
+    for item in items:
         if item not in seen:
             seen.append(item)
     return ", ".join(seen)
@@ -311,10 +314,7 @@ def stmt_to_str(s: Stmt) -> str:
     return "\n".join(printer.lines)
 
 
-def func_to_script(func: object, name: str) -> str:
-    from compiler.ir.function import PrimFunc
-
-    assert isinstance(func, PrimFunc)
+def func_to_script(func: PrimFunc, name: str) -> str:
     printer = _Printer()
     params = ", ".join(f"{printer.names(p)}: {printer.buffer_decl(p)}" for p in func.params)
     printer.emit(0, "@T.prim_func")
@@ -323,9 +323,9 @@ def func_to_script(func: object, name: str) -> str:
     return "\n".join(printer.lines)
 
 
-def module_to_script(mod: object) -> str:
+def module_to_script(mod: IRModule) -> str:
     parts = ["@I.ir_module", "class Module:"]
-    for name, func in mod.functions.items():  # type: ignore[attr-defined]
+    for name, func in mod.functions.items():
         text = func_to_script(func, name)
         parts.extend("    " + line for line in text.splitlines())
         parts.append("")

@@ -477,7 +477,7 @@ def _dtype(value: Any, path: str, allowed: tuple[str, ...]) -> str:
         raise IRFormatError(
             f"{path}: unknown dtype {value!r}; expected one of {', '.join(allowed)}"
         )
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def _choice(kind: Callable[[Any], Any], allowed: list[str]) -> Callable[[Any, str], Any]:
@@ -501,7 +501,7 @@ _SCALARS: dict[str, Callable[[Any, str], Any]] = {
     "str": _str,
     "optional_str": _optional_str,
     "dtype": lambda v, p: _dtype(v, p, E.DTYPES),
-    "int_dtype": lambda v, p: _dtype(v, p, E.INT_DTYPES + ("bool",)),
+    "int_dtype": lambda v, p: _dtype(v, p, (*E.INT_DTYPES, "bool")),
     "float_dtype": lambda v, p: _dtype(v, p, E.FLOAT_DTYPES),
     "intrinsic": _choice(str, list(E.MATH_INTRINSICS)),
     "for_kind": _choice(ForKind, [k.value for k in ForKind]),

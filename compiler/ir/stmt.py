@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compiler.ir.buffer import Buffer
-from compiler.ir.expr import ExprOp, IntImm, PrimExpr, Range, Var, const
+from compiler.ir.expr import ExprOp, IntImm, PrimExpr, Range, Var
 from compiler.ir.node import Node
 
 
@@ -144,4 +144,4 @@ def seq(*stmts: Stmt) -> Stmt:
 
 
 def true_predicate() -> IntImm:
-    return const(True)  # type: ignore[return-value]
+    return IntImm(1, "bool")

@@ -19,8 +19,8 @@ class Function:
 
     def __init__(self, signature: FuncSignature, address: int, keepalive: Any) -> None:
         self.signature = signature
-        argtypes = [ctypes.c_void_p] * len(signature.params)
-        argtypes += [ctypes.c_int64] * len(signature.size_vars)
+        pointers = [ctypes.c_void_p] * len(signature.params)
+        argtypes = [*pointers, *[ctypes.c_int64] * len(signature.size_vars)]
         self.raw = ctypes.CFUNCTYPE(None, *argtypes)(address)
         self._keepalive = keepalive
 

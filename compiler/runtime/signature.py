@@ -41,7 +41,7 @@ _DIM_OPS: dict[str, Callable[[int, int], int]] = {
     "min": min,
     "max": max,
 }
-_DIM_NODES = {
+_DIM_NODES: dict[type[E.BinaryOp], str] = {
     E.Add: "add",
     E.Sub: "sub",
     E.Mul: "mul",
@@ -214,11 +214,10 @@ def _encode_dim(dim: PrimExpr, positions: dict[int, int], param: str) -> Dim:
         return ("var", positions[id(dim)])
     if isinstance(dim, E.Cast) and E.is_int(dim.dtype):
         return _encode_dim(dim.value, positions, param)
-    op = _DIM_NODES.get(type(dim))
-    if op is not None:
-        a = _encode_dim(dim.a, positions, param)  # type: ignore[attr-defined]
-        b = _encode_dim(dim.b, positions, param)  # type: ignore[attr-defined]
-        return (op, a, b)
+    if isinstance(dim, E.BinaryOp) and type(dim) in _DIM_NODES:
+        a = _encode_dim(dim.a, positions, param)
+        b = _encode_dim(dim.b, positions, param)
+        return (_DIM_NODES[type(dim)], a, b)
     raise RuntimeArgumentError(
         f"parameter {param!r}: shape dimension {dim} is not supported; use integers, size "
         f"variables and {', '.join(_DIM_OPS)}"

@@ -13,7 +13,7 @@ import functools
 import inspect
 import random
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
 from compiler.ir.analysis import find_block_realize, find_loop
 from compiler.ir.expr import IntImm, PrimExpr
@@ -22,16 +22,19 @@ from compiler.ir.stmt import Block, For, ForKind
 from compiler.schedule import primitives as P
 from compiler.schedule.errors import ScheduleError
 from compiler.schedule.handles import BlockRV, ExprRV, InlineLocation, LoopRV, RootLocation
-from compiler.schedule.trace import Instruction, Trace
+from compiler.schedule.trace import INSTRUCTION_ATTR, Instruction, Trace
 
-F = TypeVar("F", bound=Callable[..., Any])
+Params = ParamSpec("Params")
+R = TypeVar("R")
 
 # Every function a primitive has transformed carries this attribute (value True), so
 # that compiler.build gives its default schedule only to functions that have none.
 SCHEDULED_ATTR = "tensortune.scheduled"
 
 
-def instruction(method: F) -> F:
+def instruction(
+    method: Callable[Concatenate[Schedule, Params], R],
+) -> Callable[Concatenate[Schedule, Params], R]:
     """Record a call of ``method`` in the trace; undo the module on ScheduleError.
 
     A ``func_name`` left None is recorded as the function it resolved to, so the
@@ -56,7 +59,7 @@ def instruction(method: F) -> F:
         snapshot = (self._mod, self._rng.getstate())
         self._decision = None
         try:
-            result = method(self, *args, **kwargs)
+            result: Any = method(self, *args, **kwargs)
         except ScheduleError:
             self._mod, rng_state = snapshot
             self._rng.setstate(rng_state)
@@ -70,8 +73,8 @@ def instruction(method: F) -> F:
         )
         return result
 
-    run.is_instruction = True  # type: ignore[attr-defined]
-    return run  # type: ignore[return-value]
+    setattr(run, INSTRUCTION_ATTR, True)
+    return run
 
 
 def _snapshot(value: Any) -> Any:
@@ -127,6 +130,12 @@ class Schedule:
         self._func(func_name)
         self._func_name = func_name
 
+    @overload
+    def get(self, rv: BlockRV) -> Block: ...
+    @overload
+    def get(self, rv: LoopRV) -> For: ...
+    @overload
+    def get(self, rv: ExprRV) -> int: ...
     def get(self, rv: BlockRV | LoopRV | ExprRV) -> Block | For | int:
         """The IR node (or sampled value) a handle stands for."""
         if isinstance(rv, ExprRV):
@@ -189,11 +198,12 @@ class Schedule:
     def get_block(self, name: str, func_name: str | None = None) -> BlockRV:
         func_name = func_name or self._func_name
         func = self._func(func_name)
+        assert func_name is not None, "_func resolves only a named function"
         if find_block_realize(func.body, name) is None:
             raise ScheduleError(
                 f"no block named {name!r} in function {func_name!r}; it has {P.block_names(func)}"
             )
-        return BlockRV(name, func_name)  # type: ignore[arg-type]
+        return BlockRV(name, func_name)
 
     @instruction
     def get_loops(self, block: BlockRV) -> list[LoopRV]:
@@ -204,8 +214,8 @@ class Schedule:
     @instruction
     def get_child_blocks(self, block_or_loop: BlockRV | LoopRV) -> list[BlockRV]:
         node = self.get(block_or_loop)  # validates the handle
-        names = P.child_block_names(node)  # type: ignore[arg-type]
-        return [BlockRV(name, block_or_loop.func_name) for name in names]  # type: ignore[union-attr]
+        names = P.child_block_names(node)
+        return [BlockRV(name, block_or_loop.func_name) for name in names]
 
     # loop transformations ----------------------------------------------------------
 
@@ -263,8 +273,8 @@ class Schedule:
     @instruction
     def annotate(self, block_or_loop: BlockRV | LoopRV, ann_key: str, ann_val: Any) -> None:
         node = self.get(block_or_loop)
-        func_name = block_or_loop.func_name  # type: ignore[union-attr]
-        func = P.annotate(self._func(func_name), node, ann_key, ann_val)  # type: ignore[arg-type]
+        func_name = block_or_loop.func_name
+        func = P.annotate(self._func(func_name), node, ann_key, ann_val)
         self._install(func_name, func)
 
     # compute location ----------------------------------------------------------------
@@ -382,7 +392,8 @@ class Schedule:
             return RootLocation()
         if index == -2:
             return InlineLocation()
-        return LoopRV(loop.loop_var, block.func_name)  # type: ignore[union-attr]
+        assert loop is not None, "a loop decision (k >= 0) comes with its loop"
+        return LoopRV(loop.loop_var, block.func_name)
 
 
 def _factor_value(factor: int | ExprRV | PrimExpr, loop: LoopRV) -> int:

@@ -34,6 +34,9 @@ SAMPLING_KINDS = ("sample_perfect_tile", "sample_categorical", "sample_compute_l
 _RV_TYPES = (BlockRV, LoopRV, ExprRV, RootLocation, InlineLocation)
 _RV_PREFIX = {BlockRV: "b", LoopRV: "l", ExprRV: "v", RootLocation: "root", InlineLocation: "inl"}
 
+# Set (to True) on every Schedule method whose calls a trace records and replays.
+INSTRUCTION_ATTR = "is_instruction"
+
 
 @dataclass(frozen=True)
 class Instruction:
@@ -100,7 +103,7 @@ class Trace:
         rv_map: dict[int, Any] = {}
         for index, inst in enumerate(self.instructions):
             method = getattr(sch, inst.kind, None)
-            if method is None or not getattr(method, "is_instruction", False):
+            if method is None or not getattr(method, INSTRUCTION_ATTR, False):
                 raise ScheduleError(f"trace instruction {index} has unknown kind {inst.kind!r}")
             inputs = {k: _map_rvs(v, rv_map) for k, v in inst.inputs.items()}
             if inst.kind in SAMPLING_KINDS:

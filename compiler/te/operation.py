@@ -129,9 +129,10 @@ def _reducer(combiner: str, elementwise: type[E.BinaryOp]) -> Callable[..., Prim
     return reduce
 
 
-sum = _reducer("sum", E.Add)  # noqa: A001 - TVM's name
-max = _reducer("max", E.Max)  # noqa: A001 - TVM's name
-min = _reducer("min", E.Min)  # noqa: A001 - TVM's name
+# TVM's names, shadowing the builtins inside this module.
+sum = _reducer("sum", E.Add)
+max = _reducer("max", E.Max)
+min = _reducer("min", E.Min)
 
 
 def reduce_identity(combiner: str, dtype: str) -> PrimExpr:
@@ -201,10 +202,10 @@ def power(x: Any, y: Any) -> PrimExpr:
     return E.Call("pow", (base, exponent), base.dtype)
 
 
-pow = power  # noqa: A001 - TVM's name
+pow = power  # TVM's name
 
 
-def abs(x: Any) -> PrimExpr:  # noqa: A001 - TVM's name
+def abs(x: Any) -> PrimExpr:  # TVM's name
     value = convert(x)
     if E.is_float(value.dtype):
         return E.Call("fabs", (value,), value.dtype)

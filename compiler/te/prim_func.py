@@ -125,13 +125,13 @@ def topological_order(outputs: list[Tensor]) -> list[PlaceholderOp | ComputeOp]:
             return
         seen.add(id(op))
         for t in op.input_tensors:
-            visit_op(t.op)  # type: ignore[arg-type]
+            visit_op(t.op)
         order.append(op)
 
     for t in outputs:
         if not isinstance(t, Tensor):
             raise TensorError(f"create_prim_func takes tensors, got {type(t).__name__}")
-        visit_op(t.op)  # type: ignore[arg-type]
+        visit_op(t.op)
     return order
 
 

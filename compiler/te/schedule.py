@@ -282,15 +282,15 @@ class TESchedule:
     """A schedule of tensor expressions (TVM's ``te.Schedule``); index it with a
     tensor or operation to get its Stage."""
 
-    def __init__(self, outputs: Sequence[Operation]) -> None:
-        self.outputs: list[ComputeOp] = list(outputs)  # type: ignore[arg-type]
+    def __init__(self, outputs: Sequence[ComputeOp]) -> None:
+        self.outputs = list(outputs)
         self._stages: dict[Operation, Stage] = {}
         self._placeholders: list[PlaceholderOp] = []
         for op in topological_order([o.output(0) for o in self.outputs]):
             if isinstance(op, ComputeOp):
                 self._stages[op] = Stage(self, op)
             else:
-                self._placeholders.append(op)  # type: ignore[arg-type]
+                self._placeholders.append(op)
         self._steps: list[tuple[Stage, Step]] = []
         self._in_transaction = False
 
@@ -298,7 +298,7 @@ class TESchedule:
         op = key.op if isinstance(key, Tensor) else key
         if isinstance(op, PlaceholderOp):
             raise ScheduleError(f"{op.name!r} is a placeholder: it has no loops to schedule")
-        stage = self._stages.get(op)  # type: ignore[arg-type]
+        stage = self._stages.get(op)
         if stage is None:
             name = getattr(op, "name", repr(op))
             raise ScheduleError(
@@ -383,7 +383,7 @@ def create_schedule(ops: Operation | Tensor | Sequence[Operation | Tensor]) -> T
     """A schedule computing ``ops`` (an operation or a list of them), every stage at
     the root and in its own loops to begin with."""
     items = list(ops) if isinstance(ops, (list, tuple)) else [ops]
-    outputs: list[Operation] = []
+    outputs: list[ComputeOp] = []
     for item in items:
         op = item.op if isinstance(item, Tensor) else item
         if not isinstance(op, ComputeOp):

@@ -90,7 +90,7 @@ class Tensor(Node):
 
     is_leaf = True
 
-    def __init__(self, op: Operation) -> None:
+    def __init__(self, op: PlaceholderOp | ComputeOp) -> None:
         self.op = op
 
     @property

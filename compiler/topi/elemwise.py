@@ -58,5 +58,5 @@ exp = _unary("exp", te.exp, needs_float=True)
 log = _unary("log", te.log, needs_float=True)
 sqrt = _unary("sqrt", te.sqrt, needs_float=True)
 tanh = _unary("tanh", te.tanh, needs_float=True)
-abs = _unary("abs", te.abs, needs_float=False)  # noqa: A001 - TVM's name
+abs = _unary("abs", te.abs, needs_float=False)  # TVM's name
 negative = _unary("negative", lambda x: -x, needs_float=False)

@@ -69,9 +69,10 @@ def _reduction(
     return operator
 
 
-sum = _reduction("sum", te.sum)  # noqa: A001 - TVM's name
-max = _reduction("max", te.max)  # noqa: A001 - TVM's name
-min = _reduction("min", te.min)  # noqa: A001 - TVM's name
+# TVM's names, shadowing the builtins inside this module.
+sum = _reduction("sum", te.sum)
+max = _reduction("max", te.max)
+min = _reduction("min", te.min)
 
 
 def mean(data: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:

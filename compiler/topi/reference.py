@@ -228,7 +228,7 @@ _ERF = np.frompyfunc(math.erf, 1, 1)
 
 def _gelu(x: np.ndarray) -> np.ndarray:
     """The exact GELU, as the library computes it (numpy has no erf of its own)."""
-    return 0.5 * x * (1.0 + _ERF(x * (1.0 / math.sqrt(2.0))).astype(x.dtype))
+    return 0.5 * x * (1.0 + np.asarray(_ERF(x * (1.0 / math.sqrt(2.0)))).astype(x.dtype))
 
 
 _ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {

@@ -136,7 +136,7 @@ def concatenate(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
         def load(k: int) -> PrimExpr:
             shifted = i - offsets[k] if offsets[k] else i
             local = clamp(shifted, sizes[k], low=k > 0, high=k < len(tensors) - 1)
-            return tensors[k][index[:axis] + (local,) + index[axis + 1 :]]
+            return tensors[k][(*index[:axis], local, *index[axis + 1 :])]
 
         value = load(len(tensors) - 1)
         for k in range(len(tensors) - 2, -1, -1):

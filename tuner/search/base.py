@@ -244,8 +244,9 @@ class SearchStrategy(abc.ABC):
     def _record(self, observation: Observation) -> None:
         self.history.append(observation)
         if not observation.invalid:
+            best_seconds = None if self.best is None else self.best.seconds
             improved = observation.seconds is not None and (
-                self.best is None or observation.seconds < self.best.seconds  # type: ignore[operator]
+                best_seconds is None or observation.seconds < best_seconds
             )
             if improved:
                 self.best = observation

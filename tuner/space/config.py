@@ -86,7 +86,7 @@ class _Definitions:
             raise SpaceError(
                 f"define_split {name!r}: give a loop handle or a positive extent, not {loop!r}"
             )
-        extent = self.sch.get(loop).extent  # type: ignore[union-attr]
+        extent = self.sch.get(loop).extent
         if not isinstance(extent, IntImm):
             raise SpaceError(f"define_split {name!r}: loop extent {extent} is not a constant")
         return extent.value

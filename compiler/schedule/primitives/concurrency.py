@@ -201,8 +201,8 @@ def _box(
         env[atom] = atom_value
     box = []
     for window in windows:
-        lo = evaluate(window.min, env)  # type: ignore[arg-type]
-        hi = evaluate(window.max, env)  # type: ignore[arg-type]
+        lo = None if window.min is None else evaluate(window.min, env)
+        hi = None if window.max is None else evaluate(window.max, env)
         if lo is None or hi is None:
             return None
         box.append((lo, hi))

@@ -50,8 +50,10 @@ def locate(func: PrimFunc, block: Block, primitive: str) -> BlockSite:
 def site_of(func: PrimFunc, realize: BlockRealize) -> BlockSite:
     path = ancestors_of(func.body, realize)
     scope_at = max(i for i, n in enumerate(path) if isinstance(n, Block))
+    scope = path[scope_at]
+    assert isinstance(scope, Block)
     loops = tuple(n for n in path[scope_at + 1 :] if isinstance(n, For))
-    return BlockSite(realize, path[scope_at], loops)  # type: ignore[arg-type]
+    return BlockSite(realize, scope, loops)
 
 
 def find_realize_of(func: PrimFunc, block: Block) -> BlockRealize | None:
@@ -237,14 +239,14 @@ def drop_alloc(func: PrimFunc, buffer: Buffer) -> PrimFunc:
     return dataclasses.replace(func, body=transform(func.body, edit))
 
 
-def in_block_only(block: Block, fn: object) -> Block:
+def in_block_only(block: Block, fn: Callable[[Node], Node | None]) -> Block:
     """Apply ``fn`` (a ``transform_pre`` callback) to the block's init and body,
     without entering nested blocks."""
 
     def guarded(n: Node) -> Node | None:
         if isinstance(n, BlockRealize):
             return n
-        return fn(n)  # type: ignore[operator]
+        return fn(n)
 
     init = None if block.init is None else transform_pre(block.init, guarded)
     return dataclasses.replace(block, init=init, body=transform_pre(block.body, guarded))
@@ -274,7 +276,7 @@ def evaluate(e: PrimExpr, env: dict[Var, int]) -> int | None:
     return _eval(e, by_id)
 
 
-_ARITH: dict[type, Callable[[int, int], int | None]] = {
+_ARITH: dict[type[E.BinaryOp], Callable[[int, int], int | None]] = {
     E.Add: lambda a, b: a + b,
     E.Sub: lambda a, b: a - b,
     E.Mul: lambda a, b: a * b,
@@ -301,11 +303,11 @@ def _eval(e: Node, env: dict[int, int]) -> int | None:
     if isinstance(e, E.Not):
         inner = _eval(e.a, env)
         return None if inner is None else int(not inner)
-    op = _ARITH.get(type(e))
-    if op is None:
+    if not isinstance(e, E.BinaryOp) or type(e) not in _ARITH:
         return None
-    a = _eval(e.a, env)  # type: ignore[attr-defined]
-    b = _eval(e.b, env)  # type: ignore[attr-defined]
+    op = _ARITH[type(e)]
+    a = _eval(e.a, env)
+    b = _eval(e.b, env)
     return None if a is None or b is None else op(a, b)
 
 

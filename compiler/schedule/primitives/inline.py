@@ -56,7 +56,10 @@ def compute_inline(func: PrimFunc, block: Block) -> PrimFunc:
     if others:
         raise fail(f"{buffer.name} is also written by block(s) {names_of(others)}")
     _check_inputs_stay(func, site, store.value, fail)
-    index_vars: list[Var] = list(store.indices)  # type: ignore[arg-type]
+    index_vars: list[Var] = []
+    for index in store.indices:
+        assert isinstance(index, Var), "_element_store admits only block variables as indices"
+        index_vars.append(index)
     value = _as_dtype(store.value, buffer.dtype)
 
     def inline_load(n: Node) -> Node | None:

@@ -64,8 +64,8 @@ def split(func: PrimFunc, loop: For, factors: list[int | None]) -> tuple[PrimFun
     fused: PrimExpr = new_vars[0]
     for var, ext in zip(new_vars[1:], extents[1:], strict=True):
         fused = fused * ext + var
-    constant_extents = [const_int(e) for e in extents]
-    covered = None not in constant_extents and math.prod(constant_extents) == extent  # type: ignore[arg-type]
+    constant_extents = [c for c in map(const_int, extents) if c is not None]
+    covered = len(constant_extents) == len(extents) and math.prod(constant_extents) == extent
     replacement = fused if const_int(loop.min) == 0 else loop.min + fused
     body = substitute(loop.body, {loop.loop_var: replacement})
     if not covered:

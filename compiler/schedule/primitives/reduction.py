@@ -13,6 +13,7 @@ nest is the one at the reduce minimum.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Mapping
 
 from compiler.arith.linear import to_linear
@@ -161,7 +162,7 @@ def _check_one_to_one(
             owner.add(id(atom))
             digits.append((abs(coeff), evaluate(loop.extent, {})))
         digits.sort(key=lambda d: (d[0], d[1] != 1))  # unit loops first among equals
-        for (low, extent), (high, _) in zip(digits, digits[1:], strict=False):
+        for (low, extent), (high, _) in itertools.pairwise(digits):
             if extent is None or high < low * extent:
                 raise ScheduleError(
                     f"{prefix}: block variable {iv.var.name!r} = {value} may take one value "

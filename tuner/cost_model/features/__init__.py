@@ -28,7 +28,7 @@ def create(kind: str, **options: Any) -> FeatureExtractor:
     """The extractor of kind ``kind`` (one of ``KINDS``)."""
     if kind not in KINDS:
         raise CostModelError(f"unknown feature kind {kind!r}; the kinds are {sorted(KINDS)}")
-    return KINDS[kind](**options)  # type: ignore[operator]
+    return KINDS[kind](**options)
 
 
 __all__ = [

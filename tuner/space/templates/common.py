@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from compiler.ir.expr import IntImm
 from compiler.schedule import BlockRV, LoopRV, Schedule
+from tuner.space.base import SpaceError
 
 # The micro-kernel's rows: with a panel of two vectors this many rows keep their
 # accumulators in the 16 vector registers of AVX2.
@@ -12,7 +14,14 @@ MAX_PANEL_VECTORS = 8
 
 
 def extent(sch: Schedule, loop: LoopRV) -> int:
-    return sch.get(loop).extent.value  # type: ignore[union-attr]
+    """The constant extent of ``loop``: templates tile loops of known trip count."""
+    loop_extent = sch.get(loop).extent
+    if not isinstance(loop_extent, IntImm):
+        raise SpaceError(
+            f"loop {loop.var.name!r} has extent {loop_extent}, not a constant; "
+            "templates tile only workloads of constant shape"
+        )
+    return loop_extent.value
 
 
 def divisors(n: int) -> list[int]:
