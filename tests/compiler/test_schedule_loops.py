@@ -1,7 +1,7 @@
 """Loop primitives (split, fuse, reorder, loop kinds, annotate) and the reference
 interpreter they are checked with.
 
-Every legal schedule is run by tests/ir_interpreter.py on random inputs and
+Every legal schedule is run by tests/support/ir_interpreter.py on random inputs and
 compared with numpy; every illegal one must raise ScheduleError and leave the
 schedule's module and trace exactly as they were.
 """

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 from ir_interpreter import run_func
-from test_workload_spec import EXAMPLES
+from op_examples import EXAMPLES
 
 import compiler
 from compiler import te
@@ -42,7 +42,7 @@ from compiler.schedule import Schedule
 from compiler.schedule.schedule import SCHEDULED_ATTR
 from compiler.workload import workload_from_spec
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 AVX2 = "llvm -mcpu=znver3 -num-cores=2"  # 8 float32 lanes, two threads, on any x86-64 host
 
 

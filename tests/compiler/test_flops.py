@@ -4,7 +4,7 @@ symbolic shapes refused, and the count of a schedule never below the workload's.
 from __future__ import annotations
 
 import pytest
-from test_workload_spec import EXAMPLES
+from op_examples import EXAMPLES
 
 from compiler import te
 from compiler.flops import FlopCountError, expr_flops, flop_count

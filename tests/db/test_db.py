@@ -9,7 +9,6 @@ import json
 import llvmlite.binding as llvm
 import pytest
 from db_helpers import MATMUL, RELU, SKYLAKE, ZEN, split_trace
-from pg_server import BACKENDS, fresh_url
 
 from compiler.database_lookup import canonical_target
 from compiler.errors import ErrorKind
@@ -20,13 +19,6 @@ from db import (
     RecordError,
     SQLDatabase,
 )
-
-
-@pytest.fixture(params=BACKENDS)
-def database(request, tmp_path):
-    db = SQLDatabase(fresh_url(request.param, tmp_path))
-    yield db
-    db.close()
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_workload_spec import EXAMPLES
+from op_examples import EXAMPLES
 
 from compiler import te, topi
 from compiler.ir.function import PrimFunc
@@ -21,7 +21,7 @@ from compiler.te import Tensor
 from compiler.workload import WorkloadError, known_ops, workload_from_spec
 from compiler.workload_key import workload_from_json, workload_key, workload_to_json
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def ph(*shape: int, name: str = "input") -> Tensor:

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from faulty_workers import BUILD_FUNCTION, MEASURER, TESTS_FOLDER, Fault, wait_for
 from ray_cluster import Cluster, isolation_unavailable, run_scenarios
-from test_workers import (
+from worker_candidates import (
     TEST_CONFIG,
     custom_candidate,
     illegal_candidate,

@@ -1,7 +1,7 @@
 """Ray for tests: clusters inside a private network and PID namespace.
 
 A test that needs Ray calls ``run_scenarios``: it runs this file as
-``unshare --net --pid --fork --mount-proc python tests/ray_cluster.py ...``. Inside,
+``unshare --net --pid --fork --mount-proc python tests/support/ray_cluster.py ...``. Inside,
 the only network interface is a fresh loopback, so every byte Ray sends stays on
 127.0.0.1 of the namespace; and every process Ray starts lives in the namespace's
 PID space, so when this file's process (PID 1 there) ends, the kernel ends them

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from test_structural import mm_relu
+from ir_examples import mm_relu
 
 from compiler import IRModule, te
 from compiler.ir import expr as E

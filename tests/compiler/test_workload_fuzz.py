@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_workload_spec import EXAMPLES
+from op_examples import EXAMPLES
 
 from compiler.workload import WorkloadError, known_ops, workload_from_spec
 from compiler.workload_key import workload_from_json, workload_to_json

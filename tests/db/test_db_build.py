@@ -14,7 +14,6 @@ import logging
 import numpy as np
 import pytest
 from db_helpers import RELU
-from pg_server import BACKENDS, fresh_url
 
 import compiler
 from compiler import te
@@ -26,7 +25,7 @@ from compiler.schedule import Schedule
 from compiler.schedule.trace import Trace
 from compiler.workload import workload_from_spec
 from compiler.workload_key import workload_key
-from db import Measurement, MemoryDatabase, SQLDatabase
+from db import Measurement, MemoryDatabase
 
 M, N, K = 67, 48, 75
 # One thread, so that timings do not hang on a core that another process holds.
@@ -54,13 +53,6 @@ def hand_schedule(func: PrimFunc) -> Schedule:
     sch.vectorize(j_inner)
     sch.parallel(i_outer)
     return sch
-
-
-@pytest.fixture(params=BACKENDS)
-def database(request, tmp_path):
-    db = SQLDatabase(fresh_url(request.param, tmp_path))
-    yield db
-    db.close()
 
 
 def test_the_build_applies_the_stored_hand_written_gemm_schedule(database, caplog, rng):
