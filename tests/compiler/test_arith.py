@@ -192,7 +192,7 @@ def test_bounds_with_a_symbolic_extent_enclose_every_value(
     """``x`` ranges over ``[lo, lo + n)`` for a symbol ``n``: the bounds are
     expressions in ``n`` that enclose the values for each concrete ``n``."""
     n = Var("n")
-    x, y, z = VARS
+    x, _y, _z = VARS
     symbolic = {**ranges, x: Range(ranges[x].min, n)}
     result = bound(e, symbolic)
     concrete = {**ranges, x: Range(ranges[x].min, const(n_value))}

@@ -40,7 +40,7 @@ def allocations(func: PrimFunc) -> list[tuple[Allocate, list[str]]]:
     def walk(node: Stmt, around: list[str]) -> None:
         if isinstance(node, Allocate):
             found.append((node, around))
-        inner = around + [node.loop_var.name] if isinstance(node, For) else around
+        inner = [*around, node.loop_var.name] if isinstance(node, For) else around
         for child in _stmt_children(node):
             walk(child, inner)
 
@@ -243,8 +243,8 @@ def test_compute_at_intermediate_becomes_a_tile_buffer_after_lowering() -> None:
     B = te.compute((9, 10), lambda i, j: A[i, j] + 1, name="B")
     C = te.compute((9, 10), lambda i, j: B[i, j] * 2, name="C")
     sch = Schedule(te.create_prim_func([A, C]))
-    i, j = sch.get_loops(sch.get_block("C"))
-    j0, j1 = sch.split(j, [None, 4])
+    _i, j = sch.get_loops(sch.get_block("C"))
+    j0, _j1 = sch.split(j, [None, 4])
     sch.compute_at(sch.get_block("B"), j0)
     passes = [p for p in PASSES if p.name in ("lower_blocks", "compact_buffers")]
     lowered = lower_func(sch.mod["main"], passes=passes)

@@ -128,7 +128,7 @@ def test_classic_compute_at_each_loop_of_the_consumer(loop_index: int) -> None:
 
 def test_compute_at_keeps_unit_loops_when_asked() -> None:
     sch = Schedule(add_then_mul())
-    i, j = sch.get_loops(sch.get_block("C"))
+    _i, j = sch.get_loops(sch.get_block("C"))
     sch.compute_at(sch.get_block("B"), j, preserve_unit_loops=True)
     assert loop_extents(sch, "B") == ["13", "7", "1", "1"]
     check(sch.mod["main"], lambda a: (a + 1) * 2)
@@ -163,8 +163,8 @@ def test_compute_at_matmul_under_the_relu_tile() -> None:
 
 def test_compute_at_matmul_at_the_outer_tile_loop() -> None:
     sch = Schedule(mm_relu(10, 9, 5))
-    i, j = sch.get_loops(sch.get_block("C"))
-    i0, i1 = sch.split(i, [None, 4])
+    i, _j = sch.get_loops(sch.get_block("C"))
+    i0, _i1 = sch.split(i, [None, 4])
     sch.compute_at(sch.get_block("Y"), i0)
     assert loop_extents(sch, "Y")[1:] == ["4", "9", "5"]
     check(sch.mod["main"], mm_relu_expected)
@@ -174,12 +174,12 @@ def test_compute_at_matmul_at_the_outer_tile_loop() -> None:
 def test_compute_at_a_stencil_producer(where: str) -> None:
     h, w = 9, 11
     sch = Schedule(padded_conv(h, w))
-    i, j, ry, rx = sch.get_loops(sch.get_block("conv"))
+    i, j, _ry, _rx = sch.get_loops(sch.get_block("conv"))
     if where == "i":
         sch.compute_at(sch.get_block("pad"), i)
         assert loop_extents(sch, "pad")[1:] == ["3", str(w + 2)]
     else:
-        j0, j1 = sch.split(j, [None, 4])
+        j0, _j1 = sch.split(j, [None, 4])
         sch.compute_at(sch.get_block("pad"), j0)
         assert loop_extents(sch, "pad")[2:] == ["3", "6"]
     check(sch.mod["main"], padded_conv_expected)
@@ -192,7 +192,7 @@ def test_compute_at_with_symbolic_shapes() -> None:
     C = te.compute((n, m), lambda i, j: B[i, j] * 2, name="C")
     sch = Schedule(te.create_prim_func([A, C]))
     i, j = sch.get_loops(sch.get_block("C"))
-    j0, j1 = sch.split(j, [None, 4])
+    j0, _j1 = sch.split(j, [None, 4])
     sch.compute_at(sch.get_block("B"), j0)
     assert loop_extents(sch, "B")[2:] == ["4"]
     check(sch.mod["main"], lambda a: (a + 1) * 2, sizes={"n": 5, "m": 10})
@@ -206,7 +206,7 @@ def test_compute_at_with_symbolic_shapes() -> None:
 def test_compute_at_twice_moves_the_block_inward() -> None:
     sch = Schedule(add_then_mul((6, 10)))
     i, j = sch.get_loops(sch.get_block("C"))
-    j0, j1 = sch.split(j, [None, 4])
+    j0, _j1 = sch.split(j, [None, 4])
     sch.compute_at(sch.get_block("B"), i)
     sch.compute_at(sch.get_block("B"), j0)
     assert loop_names(sch, "B")[:2] == ["i0", "i1_0"]
@@ -219,9 +219,9 @@ def test_compute_at_a_chain_of_producers() -> None:
     C = te.compute((7, 9), lambda i, j: B[i, j] + A[i, j], name="C")
     D = te.compute((7, 9), lambda i, j: C[i, j] - 1, name="D")
     sch = Schedule(te.create_prim_func([A, D]))
-    i, j = sch.get_loops(sch.get_block("D"))
+    i, _j = sch.get_loops(sch.get_block("D"))
     sch.compute_at(sch.get_block("C"), i)
-    ci, cj = sch.get_loops(sch.get_block("C"))
+    _ci, cj = sch.get_loops(sch.get_block("C"))
     sch.compute_at(sch.get_block("B"), cj)
     check(sch.mod["main"], lambda a: a * 3 + a - 1)
 
@@ -233,7 +233,7 @@ def test_reverse_compute_at_of_the_mm_relu_walkthrough() -> None:
     """TVM's TensorIR tutorial: split the matmul's j, reorder, move relu under j0."""
     sch = Schedule(mm_relu(128, 128, 128))
     block_y = sch.get_block("Y")
-    i, j, k = sch.get_loops(block_y)
+    _i, j, k = sch.get_loops(block_y)
     j0, j1 = sch.split(j, factors=[None, 4])
     sch.reorder(j0, k, j1)
     sch.reverse_compute_at(sch.get_block("C"), j0)
@@ -249,7 +249,7 @@ def test_reverse_compute_at_of_the_mm_relu_walkthrough() -> None:
 
 def test_reverse_compute_at_with_a_non_dividing_split() -> None:
     sch = Schedule(mm_relu(6, 18, 5))
-    i, j, k = sch.get_loops(sch.get_block("Y"))
+    _i, j, k = sch.get_loops(sch.get_block("Y"))
     j0, j1 = sch.split(j, factors=[None, 4])
     sch.reorder(j0, k, j1)
     sch.reverse_compute_at(sch.get_block("C"), j0)
@@ -262,10 +262,10 @@ def test_reverse_compute_at_after_a_split_of_a_split_and_of_the_reduction() -> N
     guards the outer part of v_j) and from a non-dividing split of the reduction;
     both only cut points outside its domain."""
     sch = Schedule(mm_relu(5, 17, 7))
-    i, j, k = sch.get_loops(sch.get_block("Y"))
-    j0, j1 = sch.split(j, [None, 4])
-    j00, j01 = sch.split(j0, [None, 2])
-    k0, k1 = sch.split(k, [None, 3])
+    _i, j, k = sch.get_loops(sch.get_block("Y"))
+    j0, _j1 = sch.split(j, [None, 4])
+    j00, _j01 = sch.split(j0, [None, 2])
+    _k0, _k1 = sch.split(k, [None, 3])
     sch.reverse_compute_at(sch.get_block("C"), j00)
     assert loop_extents(sch, "C")[2:] == ["8"]
     check(sch.mod["main"], mm_relu_expected)
@@ -285,8 +285,8 @@ def test_reverse_compute_at_with_symbolic_shapes() -> None:
     B = te.compute((n, 6), lambda i, j: A[i, j] + 1, name="B")
     C = te.compute((n, 6), lambda i, j: B[i, j] * 2, name="C")
     sch = Schedule(te.create_prim_func([A, C]))
-    i, j = sch.get_loops(sch.get_block("B"))
-    i0, i1 = sch.split(i, [None, 4])
+    i, _j = sch.get_loops(sch.get_block("B"))
+    i0, _i1 = sch.split(i, [None, 4])
     sch.reverse_compute_at(sch.get_block("C"), i0)
     assert loop_extents(sch, "C")[1:] == ["4", "6"]
     check(sch.mod["main"], lambda a: (a + 1) * 2, sizes={"n": 7})
@@ -305,14 +305,14 @@ def assert_refused(sch: Schedule, move: Callable[[], object], words: str) -> Non
 
 def test_compute_at_of_an_output_block_is_refused() -> None:
     sch = Schedule(add_then_mul())
-    i, j = sch.get_loops(sch.get_block("B"))
+    i, _j = sch.get_loops(sch.get_block("B"))
     c = sch.get_block("C")
     assert_refused(sch, lambda: sch.compute_at(c, i), "'C' at loop 'i0'")
 
 
 def test_compute_at_under_its_own_loop_is_refused() -> None:
     sch = Schedule(add_then_mul())
-    i, j = sch.get_loops(sch.get_block("B"))
+    _i, j = sch.get_loops(sch.get_block("B"))
     b = sch.get_block("B")
     assert_refused(sch, lambda: sch.compute_at(b, j), "already under the loop")
 
@@ -332,7 +332,7 @@ def test_compute_at_with_a_consumer_outside_the_loop_is_refused() -> None:
 
 def test_reverse_compute_at_before_the_loop_is_refused() -> None:
     sch = Schedule(add_then_mul())
-    i, j = sch.get_loops(sch.get_block("C"))
+    i, _j = sch.get_loops(sch.get_block("C"))
     b = sch.get_block("B")
     assert_refused(sch, lambda: sch.reverse_compute_at(b, i), "comes before the loop")
 
@@ -343,7 +343,7 @@ def test_reverse_compute_at_of_a_reduction_over_the_produced_buffer_is_refused()
     r = te.reduce_axis((0, 5), "r")
     C = te.compute((6,), lambda i: te.sum(B[i, r], axis=r), name="C")
     sch = Schedule(te.create_prim_func([A, C]))
-    i, j = sch.get_loops(sch.get_block("B"))
+    i, _j = sch.get_loops(sch.get_block("B"))
     c = sch.get_block("C")
     assert_refused(sch, lambda: sch.reverse_compute_at(c, i), "not at distinct spatial")
 
@@ -356,14 +356,14 @@ def test_reverse_compute_at_of_a_stencil_consumer_is_refused() -> None:
     C = te.compute((10,), lambda i: B[i] + B[i + 2], name="C")
     sch = Schedule(te.create_prim_func([A, C]))
     (i,) = sch.get_loops(sch.get_block("B"))
-    i0, i1 = sch.split(i, [None, 4])
+    i0, _i1 = sch.split(i, [None, 4])
     c = sch.get_block("C")
     assert_refused(sch, lambda: sch.reverse_compute_at(c, i0), "not at distinct spatial")
 
 
 def test_reverse_compute_at_under_a_reduction_loop_is_refused() -> None:
     sch = Schedule(mm_relu(5, 6, 3))
-    i, j, k = sch.get_loops(sch.get_block("Y"))
+    _i, _j, k = sch.get_loops(sch.get_block("Y"))
     c = sch.get_block("C")
     assert_refused(sch, lambda: sch.reverse_compute_at(c, k), "runs part of the reduction")
 
@@ -467,7 +467,7 @@ def test_sampled_compute_locations_are_reproducible_and_correct() -> None:
     seen = set()
     for seed in range(12):
         sch = Schedule(mm_relu(5, 6, 3), seed=seed)
-        i, j = sch.get_loops(sch.get_block("C"))
+        _i, j = sch.get_loops(sch.get_block("C"))
         sch.split(j, [None, 4])
         y = sch.get_block("Y")
         location = sch.sample_compute_location(y)

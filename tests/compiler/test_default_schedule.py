@@ -272,7 +272,7 @@ def test_build_schedules_a_bare_function_and_not_a_scheduled_one() -> None:
     naive = compiler.build(func, default_schedule=False).get_source()
     assert "GOMP_parallel" in default and "GOMP_parallel" not in naive
     sch = Schedule(func)
-    i, j, k = sch.get_loops(sch.get_block("T_matmul"))
+    _i, j, _k = sch.get_loops(sch.get_block("T_matmul"))
     sch.split(j, [None, 4])
     assert (
         compiler.build(sch.mod).get_source()

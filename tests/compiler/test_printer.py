@@ -63,8 +63,8 @@ def test_sibling_nests_reuse_names_but_nested_ones_do_not() -> None:
 def test_scheduled_loops_and_predicates() -> None:
     func = mm_relu(n=None)
     sch = Schedule(func)
-    i, j, k = sch.get_loops(sch.get_block("Y"))
-    _, j_inner = sch.split(j, [None, 7])
+    _i, j, _k = sch.get_loops(sch.get_block("Y"))
+    _, _j_inner = sch.split(j, [None, 7])
     text = sch.mod.script()
     assert "T.grid(n, 12, 7, 96)" in text
     assert "v_j = T.axis.spatial(80, j_0 * 7 + j_1)" in text

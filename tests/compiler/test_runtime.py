@@ -157,7 +157,7 @@ def test_build_a_te_schedule_with_args(rng):
     a = te.placeholder((12, 8), name="A")
     b = te.compute((12, 8), lambda i, j: a[i, j] * 3.0, name="B")
     s = te.create_schedule(b.op)
-    outer, inner = s[b].split(b.op.axis[0], factor=5)
+    outer, _inner = s[b].split(b.op.axis[0], factor=5)
     s[b].parallel(outer)
     s[b].vectorize(b.op.axis[1])
     lib = compiler.build(s, [a, b], target="llvm")

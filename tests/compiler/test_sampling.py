@@ -136,7 +136,7 @@ def test_schedule_sampling_is_reproducible_from_the_seed() -> None:
 
 def test_rejected_sampling_leaves_the_schedule_unchanged() -> None:
     sch = Schedule(matmul(6, 6, 6), seed=0)
-    i, j, k = sch.get_loops(sch.get_block("C"))
+    i, j, _k = sch.get_loops(sch.get_block("C"))
     before = (sch.mod, str(sch.trace))
     with pytest.raises(ScheduleError):
         sch.sample_perfect_tile(loop=i, n=2, decision=[4, 2])

@@ -190,7 +190,7 @@ def test_split_of_a_symbolic_loop_needs_an_inferred_factor() -> None:
     sch = Schedule(func)
     (i,) = sch.get_loops(sch.get_block("B"))
     assert_rejected(sch, lambda: sch.split(i, [2, 4]), "symbolic")
-    i0, i1, i2 = sch.split(i, [2, None, 3])
+    _i0, _i1, _i2 = sch.split(i, [2, None, 3])
     for size in (1, 5, 6, 13):
         check(sch.mod, func, lambda a: a * 2 + 1, sizes={"n": size})
 
@@ -236,7 +236,7 @@ def test_fuse_matches_numpy(shape: list[int], data: st.DataObject) -> None:
 def test_fuse_after_split_and_across_a_reduction(m: int, n: int, k: int, split_k: int) -> None:
     func = matmul_relu(m, n, k)
     sch = Schedule(func)
-    i, j, r = sch.get_loops(sch.get_block("Y"))
+    _i, j, r = sch.get_loops(sch.get_block("Y"))
     r0, r1 = sch.split(r, [None, split_k])
     sch.fuse(j, r0, r1)
     c_loops = sch.get_loops(sch.get_block("C"))
@@ -263,7 +263,7 @@ def test_fuse_rejects_loops_that_are_not_directly_nested() -> None:
     assert_rejected(sch, lambda: sch.fuse(i, k), "not the whole body")
     assert_rejected(sch, lambda: sch.fuse(j, i), "not the whole body")
     assert_rejected(sch, lambda: sch.fuse(i, i), "listed twice")
-    ci, cj = sch.get_loops(sch.get_block("C"))
+    ci, _cj = sch.get_loops(sch.get_block("C"))
     assert_rejected(sch, lambda: sch.fuse(k, ci))
 
 
@@ -344,7 +344,7 @@ def test_reorder_matches_numpy(
 def test_reorder_keeps_unlisted_loops_in_place() -> None:
     sch = Schedule(matmul_relu(4, 6, 5))
     i, j, k = sch.get_loops(sch.get_block("Y"))
-    j0, j1 = sch.split(j, [2, 3])
+    _j0, _j1 = sch.split(j, [2, 3])
     sch.reorder(k, i)
     names = [sch.get(rv).loop_var.name for rv in sch.get_loops(sch.get_block("Y"))]  # type: ignore[union-attr]
     assert names == ["k", "j_0", "j_1", "i"]
@@ -352,8 +352,8 @@ def test_reorder_keeps_unlisted_loops_in_place() -> None:
 
 def test_reorder_rejects_loops_of_different_nests_or_branches() -> None:
     sch = Schedule(matmul_relu(4, 5, 6))
-    i, j, k = sch.get_loops(sch.get_block("Y"))
-    ci, cj = sch.get_loops(sch.get_block("C"))
+    _i, _j, k = sch.get_loops(sch.get_block("Y"))
+    ci, _cj = sch.get_loops(sch.get_block("C"))
     assert_rejected(sch, lambda: sch.reorder(k, ci), "not nested in one chain")
     assert_rejected(sch, lambda: sch.reorder(k, k), "listed twice")
 
@@ -378,7 +378,7 @@ def test_parallel_vectorize_unroll_of_spatial_loops() -> None:
 
 def test_parallel_and_vectorize_reject_a_reduce_loop() -> None:
     sch = Schedule(matmul_relu(4, 5, 6))
-    i, j, k = sch.get_loops(sch.get_block("Y"))
+    _i, j, k = sch.get_loops(sch.get_block("Y"))
     message = "cannot parallelize loop 'k': it binds the reduce variable v_k of block 'Y'"
     assert_rejected(sch, lambda: sch.parallel(k), message)
     assert_rejected(sch, lambda: sch.vectorize(k), "cannot vectorize loop 'k'")
@@ -399,7 +399,7 @@ def test_parallel_rejects_a_loop_a_reduction_does_not_depend_on() -> None:
     sch = Schedule(twice)
     (t_rv, *_) = sch.get_loops(sch.get_block("Y"))
     assert_rejected(sch, lambda: sch.parallel(t_rv), "updates its output in place")
-    (t_c, _) = sch.get_loops(sch.get_block("C"))
+    (_t_c, _) = sch.get_loops(sch.get_block("C"))
     sch.unroll(t_rv)
     check(sch.mod, func, matmul_relu_ref)
 
@@ -418,7 +418,7 @@ def test_parallel_rejects_a_reduction_recomputed_in_overlapping_iterations() -> 
     func = overlapping_sums()
     sch = Schedule(func)
     (i,) = sch.get_loops(sch.get_block("Z"))
-    i0, i1 = sch.split(i, [None, 2])
+    i0, _i1 = sch.split(i, [None, 2])
     sch.compute_at(sch.get_block("Y"), i0)
     assert_rejected(sch, lambda: sch.parallel(i0), "may update the same elements")
     assert_rejected(sch, lambda: sch.vectorize(i0), "cannot vectorize loop 'i_0'")
@@ -473,7 +473,7 @@ def test_parallel_of_a_symbolic_loop() -> None:
     B = te.compute((n,), lambda i: te.sum(A[i, k], axis=k), name="B")
     func = te.create_prim_func([A, B])
     sch = Schedule(func)
-    (i, r) = sch.get_loops(sch.get_block("B"))
+    (i, _r) = sch.get_loops(sch.get_block("B"))
     i0, i1 = sch.split(i, [None, 4])
     sch.parallel(i0)
     sch.vectorize(i1)
@@ -518,7 +518,7 @@ def test_reorder_refuses_a_loop_that_fuses_spatial_and_reduce_iterations() -> No
     r = te.reduce_axis((0, 3), "k")
     Y = te.compute((1, 2), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="Y")
     sch = Schedule(te.create_prim_func([A, B, Y]))
-    i, j, k = sch.get_loops(sch.get_block("Y"))
+    _i, j, k = sch.get_loops(sch.get_block("Y"))
     outer, inner = sch.split(sch.fuse(j, k), [3, 2])
     before = (sch.mod.script(), len(sch.trace))
     with pytest.raises(ScheduleError, match="binds both spatial and reduce"):

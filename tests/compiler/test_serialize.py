@@ -112,7 +112,7 @@ def test_names_survive_to_json() -> None:
 def test_scheduled_function_round_trips_and_computes_the_same() -> None:
     func = mm_relu(n=None)
     sch = Schedule(func)
-    i, j, k = sch.get_loops(sch.get_block("Y"))
+    _i, j, k = sch.get_loops(sch.get_block("Y"))
     sch.split(j, [None, 7])
     sch.split(k, [5, None])
     scheduled = sch.mod["main"]

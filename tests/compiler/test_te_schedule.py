@@ -64,7 +64,7 @@ def test_vector_add_split_parallel_vectorize() -> None:
 def test_split_by_nparts_and_symbolic_guards_in_the_interpreter() -> None:
     A, B, C = vector_add()
     s = te.create_schedule([C.op])
-    outer, inner = s[C].split(C.op.axis[0], nparts=3)
+    outer, _inner = s[C].split(C.op.axis[0], nparts=3)
     assert [int(outer.dom.extent)] == [3]
     assert loops_of(s.to_prim_func([A, B, C]))[0].extent.value == 3  # type: ignore[attr-defined]
     func = s.to_prim_func([A, B, C])
@@ -123,7 +123,7 @@ def check_add_then_double(s: te.TESchedule, args: list[te.Tensor]) -> Any:
 def test_compute_at_puts_the_producer_inside_the_consumer_loop() -> None:
     A, B, C = add_then_double()
     s = te.create_schedule(C.op)
-    xo, xi = s[C].split(C.op.axis[0], factor=4)
+    xo, _xi = s[C].split(C.op.axis[0], factor=4)
     s[B].compute_at(s[C], xo)
     func = check_add_then_double(s, [A, C])
     outer = loops_of(func)[0]
@@ -182,7 +182,7 @@ def test_mm_relu_reduction_computed_at_the_relu_rows() -> None:
     A, B, Y = matmul(M, K, N)
     C = te.compute((M, N), lambda i, j: te.max(Y[i, j], 0.0), name="relu")
     s = te.create_schedule(C.op)
-    io, ii = s[C].split(C.op.axis[0], factor=4)
+    io, _ii = s[C].split(C.op.axis[0], factor=4)
     s[Y].compute_at(s[C], io)
     jo, ji = s[Y].split(Y.op.axis[1], factor=3)
     s[Y].reorder(Y.op.reduce_axis[0], jo, ji)
@@ -215,7 +215,7 @@ def test_the_schedule_is_a_replayable_trace() -> None:
     M, K, N = 6, 5, 7
     A, B, C = matmul(M, K, N)
     s = te.create_schedule(C.op)
-    xo, yo, xi, yi = s[C].tile(C.op.axis[0], C.op.axis[1], 4, 3)
+    xo, _yo, _xi, _yi = s[C].tile(C.op.axis[0], C.op.axis[1], 4, 3)
     s[C].parallel(xo)
     sch = s.to_schedule([A, B, C])
     replay = Schedule(te.create_prim_func([A, B, C]))
@@ -281,7 +281,7 @@ def test_an_illegal_primitive_is_refused_where_it_is_written() -> None:
 
 
 def test_an_inlined_stage_has_no_loops() -> None:
-    A, B, C = add_then_double()
+    _A, B, C = add_then_double()
     s = te.create_schedule(C.op)
     s[B].compute_inline()
     with pytest.raises(ScheduleError, match="inlined"):
@@ -295,7 +295,7 @@ def test_an_inlined_stage_has_no_loops() -> None:
 
 
 def test_splitting_an_attach_target_afterwards_is_refused() -> None:
-    A, B, C = add_then_double()
+    _A, B, C = add_then_double()
     s = te.create_schedule(C.op)
     s[B].compute_at(s[C], C.op.axis[0])
     with pytest.raises(ScheduleError, match="target axis 'i' of stage 'C' was split"):
@@ -322,10 +322,10 @@ def test_random_schedules_compute_the_same(
     D = te.compute((M, N), lambda i, j: Y[i, j] + 1.0, name="D")
     C = te.compute((M, N), lambda i, j: D[i, j] * 2.0, name="C")
     s = te.create_schedule(C.op)
-    xo, yo, xi, yi = s[C].tile(C.op.axis[0], C.op.axis[1], fx, fy)
+    xo, yo, xi, _yi = s[C].tile(C.op.axis[0], C.op.axis[1], fx, fy)
     if swap:
         s[C].reorder(yo, xo)
-    ko, ki = s[Y].split(Y.op.reduce_axis[0], factor=fk)
+    _ko, _ki = s[Y].split(Y.op.reduce_axis[0], factor=fk)
     if attach == "inline":
         s[D].compute_inline()
     elif attach == "at_outer":

@@ -67,7 +67,7 @@ def test_list_outputs_print_as_unpacking_even_with_one_element() -> None:
     sch = Schedule(vector_add())
     b = sch.get_block("B")
     (i,) = sch.get_loops(b)
-    (tile,) = sch.sample_perfect_tile(i, n=1, max_innermost_factor=10)
+    (_tile,) = sch.sample_perfect_tile(i, n=1, max_innermost_factor=10)
     sch.split(i, [None, 5])
     sch.parallel(sch.get_loops(b)[0])
     lines = sch.trace.as_python()

@@ -49,7 +49,7 @@ def test_a_version_1_export_still_imports(database, key, tmp_path):
     database.commit_records([ok(key, 3, [1e-3])])
     out = io.StringIO()
     database.export_jsonl(out)
-    header, *lines = out.getvalue().splitlines()
+    _header, *lines = out.getvalue().splitlines()
     old = [json.dumps({"format": "tensortune.records", "version": 1})]
     for line in lines:
         doc = json.loads(line)

@@ -132,7 +132,7 @@ def test_a_database_of_the_first_schema_upgrades_keeping_its_records(url, capsys
     engine = open_engine(url)
     migrate.downgrade(engine, "0001")
     assert "purpose" not in {c["name"] for c in inspect(engine).get_columns("records")}
-    with engine.begin() as connection, pytest.raises(Exception, match="(?i)check"):
+    with engine.begin() as connection, pytest.raises(Exception, match=r"(?i)check"):
         connection.execute(text("UPDATE records SET mean_seconds = NULL WHERE status = 'ok'"))
     engine.dispose()
     with pytest.raises(SchemaError, match="revision '0001'"):
@@ -142,7 +142,7 @@ def test_a_database_of_the_first_schema_upgrades_keeping_its_records(url, capsys
     with SQLDatabase(url) as db:
         assert db.records(key) == before
         engine = open_engine(url)
-        with engine.begin() as connection, pytest.raises(Exception, match="(?i)check"):
+        with engine.begin() as connection, pytest.raises(Exception, match=r"(?i)check"):
             connection.execute(text("UPDATE records SET median_seconds = NULL"))
         engine.dispose()
 
@@ -155,7 +155,7 @@ def test_the_internal_error_kind_migrates_up_and_down(url):
         db.commit_records([Measurement.ok(key, ZEN, split_trace(2), [2e-4])])
     engine = open_engine(url)
     migrate.downgrade(engine, "0003")
-    with engine.begin() as connection, pytest.raises(Exception, match="(?i)check"):
+    with engine.begin() as connection, pytest.raises(Exception, match=r"(?i)check"):
         connection.execute(
             text(
                 "UPDATE records SET status = 'internal', mean_seconds = NULL, median_seconds = NULL"

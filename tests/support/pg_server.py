@@ -88,8 +88,16 @@ class PostgresServer:
     def stop(self) -> None:
         if self.data.exists():
             subprocess.run(
-                [*self._prefix, str(self.binaries / "pg_ctl"), "stop", "-D", str(self.data)]
-                + ["-m", "immediate", "-w"],
+                [
+                    *self._prefix,
+                    str(self.binaries / "pg_ctl"),
+                    "stop",
+                    "-D",
+                    str(self.data),
+                    "-m",
+                    "immediate",
+                    "-w",
+                ],
                 cwd=self.root,
                 capture_output=True,
                 timeout=60,

@@ -256,11 +256,11 @@ def main(argv: list[str]) -> int:
             begun = time.monotonic()
             try:
                 scenario(cluster)
-            except BaseException:  # noqa: BLE001 - reported to the test that asserts on it
+            except BaseException:
                 _report(scenario.__name__, False, time.monotonic() - begun, traceback.format_exc())
             else:
                 _report(scenario.__name__, True, time.monotonic() - begun)
-    except BaseException:  # noqa: BLE001
+    except BaseException:
         _report("_startup", False, time.monotonic() - start, traceback.format_exc())
     finally:
         if cluster is not None:

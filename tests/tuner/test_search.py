@@ -140,7 +140,7 @@ def test_grid_refuses_a_space_without_an_index() -> None:
 
 def test_illegal_decisions_are_skipped_not_measured() -> None:
     def sometimes_illegal(cfg, sch):  # type: ignore[no-untyped-def]
-        i, j, k = sch.get_loops(sch.get_block("C"))
+        _i, j, k = sch.get_loops(sch.get_block("C"))
         cfg.define_split("tile_j", j, num_outputs=2)
         cfg.define_knob("parallel_k", [False, True])
         cfg["tile_j"].apply(sch, j)
@@ -290,7 +290,7 @@ def test_learn_from_trains_a_model_on_another_workload_and_random_ignores_it(
     thing: targets are relative to each workload's fastest."""
     other, records = other_shape_records(1000.0)
     strategy = search.create("xgb", space=replay.space, max_trials=16, batch_size=8, seed=0)
-    assert strategy.learn_from(other, records + [("not a trace", 1.0)]) == len(records)
+    assert strategy.learn_from(other, [*records, ("not a trace", 1.0)]) == len(records)
     batch = strategy.generate_measure_candidates()
     assert batch is not None
     assert min(replay.seconds_of(c) or math.inf for c in batch) <= 1.1 * replay.seconds_of(best)

@@ -37,5 +37,5 @@ def test_a_task_from_a_function_has_no_spec() -> None:
 
 
 def test_a_bad_spec_names_the_field() -> None:
-    with pytest.raises(WorkloadError, match="args.m"):
+    with pytest.raises(WorkloadError, match=r"args\.m"):
         TuneTask.from_spec({"op": "matmul", "args": {"m": -1, "n": 2, "k": 2}})

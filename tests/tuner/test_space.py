@@ -138,7 +138,7 @@ def test_describe_names_the_entities() -> None:
 
 def test_knobs_must_be_defined_before_use() -> None:
     def late(cfg, sch):  # type: ignore[no-untyped-def]
-        i, j, k = sch.get_loops(sch.get_block("C"))
+        i, j, _k = sch.get_loops(sch.get_block("C"))
         cfg.define_split("tile_i", i)
         cfg["tile_i"].apply(sch, i)
         cfg.define_split("tile_j", j)
@@ -174,7 +174,7 @@ def test_illegal_decisions_raise_schedule_error_and_are_remembered() -> None:
 def test_create_and_registry_name_the_choices() -> None:
     with pytest.raises(SpaceError, match=r"the kinds are \['schedule_fn', 'template'\]"):
         spaces.create("sketch")
-    with pytest.raises(SpaceError, match="registered: batch_matmul.x86, conv2d_nchw.x86"):
+    with pytest.raises(SpaceError, match=r"registered: batch_matmul\.x86, conv2d_nchw\.x86"):
         spaces.get_template("gemm.cuda")
     made = spaces.create("template", func=small_matmul(8, 8, 4), template=SMALL_TEMPLATE)
     assert isinstance(made, TemplateSpace)
