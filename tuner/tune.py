@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from compiler.schedule import Trace
 from compiler.schedule.trace import canonical_trace, trace_hash
-from compiler.workload_key import workload_to_json
+from compiler.workload.key import workload_to_json
 from db import Database, Measurement, Purpose, TuningRecord
 from tuner import search
 from tuner import space as spaces

@@ -12,7 +12,7 @@ import compiler
 from compiler.errors import CompilerError, ErrorKind
 from compiler.runtime import Module
 from compiler.schedule.trace import Trace
-from compiler.workload_key import workload_from_json
+from compiler.workload.key import workload_from_json
 from workers.base import Artifact, BuildResult, Candidate
 
 

@@ -17,12 +17,6 @@ from op_examples import EXAMPLES
 
 import compiler
 from compiler import te
-from compiler.default_schedule import (
-    apply_default_schedule,
-    default_schedule,
-    is_unscheduled,
-    schedule_by_default,
-)
 from compiler.ir import expr as E
 from compiler.ir.buffer import Buffer
 from compiler.ir.function import IRModule, PrimFunc
@@ -39,8 +33,14 @@ from compiler.ir.stmt import (
 )
 from compiler.ir.structural import structural_equal
 from compiler.schedule import Schedule
+from compiler.schedule.default import (
+    apply_default_schedule,
+    default_schedule,
+    is_unscheduled,
+    schedule_by_default,
+)
 from compiler.schedule.schedule import SCHEDULED_ATTR
-from compiler.workload import workload_from_spec
+from compiler.workload.spec import workload_from_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 AVX2 = "llvm -mcpu=znver3 -num-cores=2"  # 8 float32 lanes, two threads, on any x86-64 host

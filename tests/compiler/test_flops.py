@@ -7,11 +7,11 @@ import pytest
 from op_examples import EXAMPLES
 
 from compiler import te
-from compiler.flops import FlopCountError, expr_flops, flop_count
 from compiler.ir import expr as E
 from compiler.ir.function import PrimFunc
 from compiler.schedule import Schedule
-from compiler.workload import workload_from_spec
+from compiler.workload.flops import FlopCountError, expr_flops, flop_count
+from compiler.workload.spec import workload_from_spec
 
 
 def spec(op: str, **args: object) -> PrimFunc:

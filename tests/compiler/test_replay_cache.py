@@ -9,11 +9,11 @@ from replay_measurements import small_matmul, small_space
 
 import compiler
 import db
-from compiler.database_lookup import apply_best
 from compiler.ir.function import IRModule
 from compiler.schedule import Schedule, ScheduleError
 from compiler.schedule.replay import REPLAYS, ReplayCache
-from compiler.workload_key import workload_key
+from compiler.schedule.tuned import apply_best
+from compiler.workload.key import workload_key
 
 
 def test_a_trace_is_replayed_once_and_its_lowering_made_once() -> None:

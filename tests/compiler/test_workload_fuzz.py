@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from op_examples import EXAMPLES
 
-from compiler.workload import WorkloadError, known_ops, workload_from_spec
-from compiler.workload_key import workload_from_json, workload_to_json
+from compiler.workload.key import workload_from_json, workload_to_json
+from compiler.workload.spec import WorkloadError, known_ops, workload_from_spec
 
 FUZZ = settings(
     max_examples=400,

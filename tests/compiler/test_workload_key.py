@@ -18,8 +18,8 @@ from compiler import te, topi
 from compiler.ir.function import PrimFunc
 from compiler.ir.structural import structural_equal
 from compiler.te import Tensor
-from compiler.workload import WorkloadError, known_ops, workload_from_spec
-from compiler.workload_key import workload_from_json, workload_key, workload_to_json
+from compiler.workload.key import workload_from_json, workload_key, workload_to_json
+from compiler.workload.spec import WorkloadError, known_ops, workload_from_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -150,8 +150,8 @@ def test_the_key_is_stable_in_a_fresh_process() -> None:
     spec = {"op": "conv2d_nchw", "args": EXAMPLES["conv2d_nchw"]}
     script = (
         "import json, sys\n"
-        "from compiler.workload import workload_from_spec\n"
-        "from compiler.workload_key import workload_key\n"
+        "from compiler.workload.spec import workload_from_spec\n"
+        "from compiler.workload.key import workload_key\n"
         "print(workload_key(workload_from_spec(json.loads(sys.argv[1]))))\n"
     )
     result = subprocess.run(

@@ -14,7 +14,7 @@ from compiler.ir.buffer import Buffer
 from compiler.ir.expr import IntImm
 from compiler.ir.function import PrimFunc
 from compiler.ir.serialize import from_json, to_json_string
-from compiler.workload import OPS, WorkloadError, known_ops, normalize_spec, workload_from_spec
+from compiler.workload.spec import OPS, WorkloadError, known_ops, normalize_spec, workload_from_spec
 
 CONV = {
     "batch": 1,

@@ -10,8 +10,8 @@ import llvmlite.binding as llvm
 import pytest
 from db_helpers import MATMUL, RELU, SKYLAKE, ZEN, split_trace
 
-from compiler.database_lookup import canonical_target
 from compiler.errors import ErrorKind
+from compiler.schedule.tuned import canonical_target
 from db import (
     JobStatus,
     Measurement,

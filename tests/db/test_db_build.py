@@ -18,13 +18,13 @@ from db_helpers import RELU
 import compiler
 from compiler import te
 from compiler.codegen.target import LLVMTarget, TargetError
-from compiler.database_lookup import apply_best, canonical_target
 from compiler.ir.function import IRModule, PrimFunc
 from compiler.ir.structural import structural_equal
 from compiler.schedule import Schedule
 from compiler.schedule.trace import Trace
-from compiler.workload import workload_from_spec
-from compiler.workload_key import workload_key
+from compiler.schedule.tuned import apply_best, canonical_target
+from compiler.workload.key import workload_key
+from compiler.workload.spec import workload_from_spec
 from db import Measurement, MemoryDatabase
 
 M, N, K = 67, 48, 75

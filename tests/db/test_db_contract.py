@@ -14,10 +14,10 @@ from db_helpers import MATMUL, RELU, SKYLAKE, ZEN, matmul, split_trace
 from pg_server import fresh_url
 
 import db
-from compiler.database_lookup import canonical_target
 from compiler.errors import ErrorKind
 from compiler.schedule.trace import TRACE_FORMAT_VERSION
-from compiler.workload_key import workload_key
+from compiler.schedule.tuned import canonical_target
+from compiler.workload.key import workload_key
 from db import (
     Database,
     DatabaseError,

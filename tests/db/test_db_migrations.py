@@ -15,9 +15,9 @@ from db_helpers import MATMUL, ZEN, split_trace
 from pg_server import BACKENDS, fresh_url
 from sqlalchemy import inspect, text
 
-from compiler.database_lookup import canonical_target
 from compiler.errors import ErrorKind
 from compiler.schedule.trace import TRACE_FORMAT_VERSION
+from compiler.schedule.tuned import canonical_target
 from db import ConnectError, Measurement, Purpose, SchemaError, SQLDatabase, migrate
 from db.engine import default_sqlite_path, default_url, open_engine
 from db.models import Base

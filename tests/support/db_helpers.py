@@ -6,7 +6,7 @@ from __future__ import annotations
 from compiler.ir.function import PrimFunc
 from compiler.schedule import Schedule
 from compiler.schedule.trace import Trace
-from compiler.workload import workload_from_spec
+from compiler.workload.spec import workload_from_spec
 
 MATMUL = {"op": "matmul", "args": {"m": 33, "n": 17, "k": 9}}
 RELU = {"op": "relu", "args": {"shape": [7, 5]}}

@@ -13,7 +13,7 @@ from faulty_workers import FAULT_ANNOTATION, Fault
 
 from compiler import Schedule, te
 from compiler.errors import ErrorKind
-from compiler.workload import workload_from_spec
+from compiler.workload.spec import workload_from_spec
 from workers import BuildResult, Candidate, MeasureConfig, RunResult
 
 MATMUL = {"op": "matmul", "args": {"m": 67, "n": 45, "k": 33}}

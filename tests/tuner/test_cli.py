@@ -11,7 +11,7 @@ import pytest
 
 import compiler
 from compiler.schedule import Schedule, Trace
-from compiler.workload import workload_from_spec
+from compiler.workload.spec import workload_from_spec
 from tuner.cli import main
 
 SHAPE = ["24", "40", "32"]

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from compiler.database_lookup import canonical_target
-from compiler.workload import WorkloadError, workload_from_spec
-from compiler.workload_key import workload_key
+from compiler.schedule.tuned import canonical_target
+from compiler.workload.key import workload_key
+from compiler.workload.spec import WorkloadError, workload_from_spec
 from tuner.task import TuneTask
 
 

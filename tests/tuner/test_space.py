@@ -12,7 +12,7 @@ from replay_measurements import SMALL_TEMPLATE, small_matmul, small_space
 
 import compiler
 from compiler.schedule import Schedule, ScheduleError, Trace
-from compiler.workload import workload_from_spec
+from compiler.workload.spec import workload_from_spec
 from tuner import space as spaces
 from tuner.space import SpaceError, Template, TemplateSpace
 from tuner.space.knobs import annotate_knob, reorder_knob, split_knob

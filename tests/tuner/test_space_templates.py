@@ -11,7 +11,7 @@ import pytest
 
 import compiler
 from compiler.schedule import ScheduleError, Trace
-from compiler.workload import workload_from_spec
+from compiler.workload.spec import workload_from_spec
 from tuner.space import TemplateSpace
 
 SPECS = {

@@ -39,7 +39,7 @@ import compiler
 import workers
 from compiler.errors import ErrorKind
 from compiler.topi.reference import NUMPY_REFERENCES
-from compiler.workload import normalize_spec, workload_from_spec
+from compiler.workload.spec import normalize_spec, workload_from_spec
 from workers import (
     BuildResult,
     Candidate,

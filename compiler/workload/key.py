@@ -29,7 +29,7 @@ from typing import Any
 from compiler.ir.function import PrimFunc
 from compiler.ir.serialize import MAX_CHARS, IRFormatError, from_json, to_json_string
 from compiler.ir.stmt import BlockRealize
-from compiler.workload import MAX_ELEMENTS, WorkloadError
+from compiler.workload.spec import MAX_ELEMENTS, WorkloadError
 
 # Attributes that name a function rather than describe its computation.
 NAMING_ATTRS = ("global_symbol",)
@@ -145,7 +145,7 @@ def _check_func(func: Any, caller: str) -> None:
     if not isinstance(func, PrimFunc):
         raise WorkloadError(
             f"{caller} takes a PrimFunc, got {type(func).__name__}; turn an operator spec "
-            "into one with compiler.workload.workload_from_spec"
+            "into one with compiler.workload.spec.workload_from_spec"
         )
 
 

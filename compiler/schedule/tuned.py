@@ -23,7 +23,7 @@ from compiler.codegen.target import LLVMTarget, TargetError
 from compiler.ir.function import IRModule, PrimFunc
 from compiler.schedule.errors import ScheduleError
 from compiler.schedule.replay import replayed
-from compiler.workload_key import workload_key
+from compiler.workload.key import workload_key
 
 
 class TuningLookup(Protocol):
