@@ -34,7 +34,7 @@ class WorkersError(RuntimeError):
 # process as text and the process imports it: a function ``Candidate -> BuildResult``,
 # and a class made with ``host=`` whose objects ``prepare`` and ``measure`` candidates.
 # A backend takes other names in their place, e.g. a subclass a test makes misbehave.
-BUILD_FUNCTION = "workers.build:build_candidate"
+BUILD_FUNCTION = "workers.compile_candidate:build_candidate"
 MEASURER = "workers.measure:Measurer"
 
 

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from workers.base import BuildResult, Candidate, MeasureConfig, RunResult
-from workers.build import build_candidate
+from workers.compile_candidate import build_candidate
 from workers.measure import Measurer
 
 FAULT_ANNOTATION = "tests.fault"
