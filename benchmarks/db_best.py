@@ -20,7 +20,7 @@ from pathlib import Path
 
 from compiler.errors import ErrorKind
 from compiler.schedule import Schedule
-from compiler.workload import workload_from_spec
+from compiler.workload.spec import workload_from_spec
 from db import Database, Measurement, SQLDatabase
 
 WORKLOADS = 20

@@ -34,10 +34,10 @@ from typing import Any
 import numpy as np
 
 import compiler
-from compiler.flops import flop_count
 from compiler.ir.function import PrimFunc
 from compiler.topi.reference import NUMPY_REFERENCES
-from compiler.workload import workload_from_spec
+from compiler.workload.flops import flop_count
+from compiler.workload.spec import workload_from_spec
 
 NAIVE_LIMIT_S = 10.0
 # A pessimistic rate for unscheduled loops, which decides whether a naive build is

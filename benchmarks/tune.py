@@ -29,10 +29,8 @@ from typing import Any
 _HERE = os.path.dirname(os.path.abspath(__file__))
 if sys.path and os.path.abspath(sys.path[0] or os.curdir) == _HERE:
     del sys.path[0]  # run as a script, this file would shadow the packages it measures
-sys.path.append(_HERE)  # ... but its sibling modules are wanted
 
 import numpy as np  # noqa: E402
-from onnx_peer import onnxruntime_version, session_for  # noqa: E402
 
 import compiler  # noqa: E402
 import workers  # noqa: E402
@@ -42,6 +40,9 @@ from compiler.topi.reference import numpy_function  # noqa: E402
 from db import SQLDatabase  # noqa: E402
 from tuner.task import TuneTask  # noqa: E402
 from tuner.tune import TuneOptions, TuneResult, tune  # noqa: E402
+
+sys.path.append(_HERE)  # the packages are imported: now the sibling modules can be
+from onnx_peer import onnxruntime_version, session_for  # noqa: E402
 
 GEMM = {"op": "matmul", "args": {"m": 1024, "n": 1024, "k": 1024}}
 CONV = {

@@ -35,7 +35,7 @@ if sys.path and os.path.abspath(sys.path[0] or os.curdir) == _HERE:
 
 import workers  # noqa: E402
 from compiler import Schedule  # noqa: E402
-from compiler.workload import workload_from_spec  # noqa: E402
+from compiler.workload.spec import workload_from_spec  # noqa: E402
 from workers import Candidate, MeasureConfig, Workers  # noqa: E402
 
 SPEC = {"op": "matmul", "args": {"m": 128, "n": 128, "k": 128}}

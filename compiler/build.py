@@ -10,13 +10,13 @@ from typing import Any
 from compiler.codegen.llvm_build import compile_ir, jit_load
 from compiler.codegen.llvm_module import emit_module
 from compiler.codegen.target import LLVMTarget, target_machine
-from compiler.database_lookup import TuningLookup, apply_best
-from compiler.default_schedule import apply_default_schedule
 from compiler.lower.ir_dump import IRDump
 from compiler.lower.pipeline import lower_func, to_ir_module
 from compiler.runtime.module import Function, Module
 from compiler.runtime.signature import FuncSignature
+from compiler.schedule.default import apply_default_schedule
 from compiler.schedule.replay import REPLAYS
+from compiler.schedule.tuned import TuningLookup, apply_best
 
 SYMBOL_PREFIX = "tensortune_"
 
@@ -42,10 +42,10 @@ def build(
     With ``database`` (anything with ``best_trace``, such as ``db.Database``), each
     function that has a stored best schedule for this target is replaced by that
     schedule replayed on it; an INFO log line (logger ``compiler.build``) says which
-    functions were tuned and which were not (``compiler.database_lookup.apply_best``
+    functions were tuned and which were not (``compiler.schedule.tuned.apply_best``
     gives the same report as a value).
 
-    A function that comes with no schedule (see ``compiler.default_schedule``) gets
+    A function that comes with no schedule (see ``compiler.schedule.default``) gets
     the default one: parallel outer loops, vectorized inner loops. Pass
     ``default_schedule=False`` to compile the loops exactly as written.
 

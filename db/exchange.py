@@ -27,8 +27,8 @@ from typing import Any
 
 from compiler.errors import ErrorKind
 from compiler.schedule.trace import TRACE_FORMAT_VERSION
-from compiler.workload import WorkloadError
-from compiler.workload_key import workload_from_json, workload_key
+from compiler.workload.key import workload_from_json, workload_key
+from compiler.workload.spec import WorkloadError
 from db.errors import RecordError
 from db.record import Purpose, TuningRecord, WorkloadEntry, status_of, trace_hash
 from db.validate import (

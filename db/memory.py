@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import IO, Any
 
-from compiler.database_lookup import target_host_kind
 from compiler.errors import ErrorKind
 from compiler.ir.function import PrimFunc
+from compiler.schedule.tuned import target_host_kind
 from db import exchange
 from db.base import Database
 from db.record import (

@@ -14,8 +14,8 @@ from typing import Any
 from sqlalchemy import Connection, Row, Select, String, func, insert, literal, select
 from sqlalchemy.dialects import postgresql, sqlite
 
-from compiler.database_lookup import target_host_kind
 from compiler.schedule.trace import TRACE_FORMAT_VERSION
+from compiler.schedule.tuned import target_host_kind
 from db.models import RecordRow, TargetRow, TaskRow, WorkloadRow
 from db.record import (
     OK_STATUS,

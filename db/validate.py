@@ -18,14 +18,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from compiler.codegen.target import TargetError
-from compiler.database_lookup import canonical_target
 from compiler.errors import ErrorKind
 from compiler.ir.function import PrimFunc
 from compiler.schedule.errors import ScheduleError
 from compiler.schedule.replay import replayed
 from compiler.schedule.trace import TRACE_FORMAT_VERSION
-from compiler.workload import WorkloadError, normalize_spec, workload_from_spec
-from compiler.workload_key import workload_from_json, workload_key, workload_to_json
+from compiler.schedule.tuned import canonical_target
+from compiler.workload.key import workload_from_json, workload_key, workload_to_json
+from compiler.workload.spec import WorkloadError, normalize_spec, workload_from_spec
 from db.errors import RecordError
 from db.record import (
     STATUSES,

@@ -4,7 +4,7 @@ joins workers and database; the workers know nothing of ``db``."""
 
 from __future__ import annotations
 
-from compiler.workload_key import workload_from_json, workload_key
+from compiler.workload.key import workload_from_json, workload_key
 from db.record import Measurement
 from workers.base import RunResult
 

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from compiler.codegen.target import LLVMTarget
-from compiler.database_lookup import canonical_target
-from compiler.flops import flop_count
 from compiler.ir.function import PrimFunc
-from compiler.workload import normalize_spec, workload_from_normalized_spec
-from compiler.workload_key import workload_key
+from compiler.schedule.tuned import canonical_target
+from compiler.workload.flops import flop_count
+from compiler.workload.key import workload_key
+from compiler.workload.spec import normalize_spec, workload_from_normalized_spec
 
 
 @dataclass(frozen=True)

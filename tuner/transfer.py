@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from compiler.workload_key import workload_from_json
+from compiler.workload.key import workload_from_json
 from db import Database, Purpose
 from tuner.space import Space
 from tuner.task import TuneTask

@@ -26,9 +26,8 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from compiler.schedule import Trace
 from compiler.schedule.trace import canonical_trace, trace_hash
-from compiler.workload_key import workload_to_json
+from compiler.workload.key import workload_to_json
 from db import Database, Measurement, Purpose, TuningRecord
 from tuner import search
 from tuner import space as spaces
@@ -352,8 +351,3 @@ def _size(points: int | None) -> str:
 def milliseconds(seconds: float | None) -> str:
     """Seconds as milliseconds for a table, ``-`` for none."""
     return "-" if seconds is None else f"{seconds * 1e3:.4g}"
-
-
-def best_trace_python(trace: str) -> list[str]:
-    """A stored trace as Python statements over a Schedule named ``sch``."""
-    return Trace.from_json(trace).as_python()

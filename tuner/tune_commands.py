@@ -18,7 +18,7 @@ from typing import Any
 import db
 import workers
 from compiler.codegen.target import TargetError
-from compiler.workload import WorkloadError, known_ops
+from compiler.workload.spec import WorkloadError, known_ops
 from db import Database, Purpose, RecordError
 from db.record import status_of
 from tuner import search, space
@@ -235,7 +235,7 @@ def _load_json(text_or_path: str) -> Any:
 
 def _key_and_target(args: argparse.Namespace) -> tuple[str, str]:
     if args.workload and KEY_PATTERN.match(args.workload) and args.spec is None:
-        from compiler.database_lookup import canonical_target
+        from compiler.schedule.tuned import canonical_target
 
         try:
             return args.workload, canonical_target(args.target)

@@ -34,7 +34,7 @@ class WorkersError(RuntimeError):
 # process as text and the process imports it: a function ``Candidate -> BuildResult``,
 # and a class made with ``host=`` whose objects ``prepare`` and ``measure`` candidates.
 # A backend takes other names in their place, e.g. a subclass a test makes misbehave.
-BUILD_FUNCTION = "workers.build:build_candidate"
+BUILD_FUNCTION = "workers.compile_candidate:build_candidate"
 MEASURER = "workers.measure:Measurer"
 
 
@@ -58,7 +58,7 @@ def load_hook(name: str) -> Any:
 
 @dataclass(frozen=True)
 class Candidate:
-    """One schedule to measure: the workload (``compiler.workload_key.workload_to_json``
+    """One schedule to measure: the workload (``compiler.workload.key.workload_to_json``
     text), the trace (``Trace.to_json_string`` text) and the target string.
 
     ``spec`` is the operator spec the workload came from (JSON text), when it came
@@ -89,7 +89,7 @@ class Candidate:
         spec: Mapping[str, Any] | None = None,
     ) -> Candidate:
         """A candidate from a workload PrimFunc and a Trace (or their JSON already)."""
-        from compiler.workload_key import workload_to_json
+        from compiler.workload.key import workload_to_json
 
         workload = func if isinstance(func, str) else workload_to_json(func)
         trace_text = trace if isinstance(trace, str) else trace.to_json_string()

@@ -20,8 +20,8 @@ import numpy as np
 from compiler.errors import ErrorKind
 from compiler.runtime import Function, load_module
 from compiler.runtime.profiling import time_raw
-from compiler.workload import normalize_spec, workload_from_spec
-from compiler.workload_key import workload_from_json, workload_key
+from compiler.workload.key import workload_from_json, workload_key
+from compiler.workload.spec import normalize_spec, workload_from_spec
 from workers.base import BuildResult, Candidate, MeasureConfig, RunResult
 from workers.check import Reference, make_reference
 

@@ -8,7 +8,7 @@ expression rewrite rule of the compiler lives here, once.
 
 from compiler.arith.bounds import Interval, bound, const_bound
 from compiler.arith.const_interval import const_interval, fits
-from compiler.arith.dense import dense_image
+from compiler.arith.exact_image import dense_image
 from compiler.arith.linear import same_expr, structural_key
 from compiler.arith.simplifier import Simplifier, can_prove, normalize, simplify
 

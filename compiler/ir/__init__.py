@@ -1,6 +1,6 @@
 """The loop IR: expressions, statements, blocks, buffers, functions and modules."""
 
-from compiler.ir.buffer import Buffer, decl_buffer
+from compiler.ir.buffer import Buffer
 from compiler.ir.expr import (
     BufferLoad,
     Call,
@@ -62,7 +62,6 @@ __all__ = [
     "Var",
     "const",
     "convert",
-    "decl_buffer",
     "from_json",
     "structural_equal",
     "structural_hash",

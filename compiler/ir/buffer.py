@@ -37,11 +37,3 @@ class Buffer(Node):
         return self.name
 
     __repr__ = __str__
-
-
-def decl_buffer(
-    shape: Any, dtype: str = "float32", name: str = "buf", scope: str = "global"
-) -> Buffer:
-    if isinstance(shape, (int, PrimExpr)):
-        shape = (shape,)
-    return Buffer(name, tuple(convert(s) for s in shape), dtype, scope)

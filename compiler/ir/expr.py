@@ -133,9 +133,6 @@ class PrimExpr(ExprOp, Node):
     def astype(self, dtype: str) -> PrimExpr:
         return Cast(check_dtype(dtype), self)
 
-    def same_as(self, other: object) -> bool:
-        return self is other
-
     def __str__(self) -> str:
         from compiler.ir.printer import expr_to_str
 

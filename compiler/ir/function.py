@@ -67,10 +67,6 @@ class IRModule(Mapping[str, PrimFunc]):
             if not isinstance(func, PrimFunc):
                 raise TypeError(f"IRModule entry {name!r} is {type(func).__name__}, not a PrimFunc")
 
-    @staticmethod
-    def from_expr(func: PrimFunc) -> IRModule:
-        return IRModule({func.attrs.get("global_symbol", "main"): func})
-
     def __getitem__(self, name: str) -> PrimFunc:
         try:
             return self._functions[name]

@@ -19,7 +19,7 @@ from compiler.lower.pipeline import lower_func
 from compiler.schedule.errors import ScheduleError
 from compiler.schedule.schedule import Schedule
 from compiler.schedule.trace import Trace, canonical_trace, trace_hash
-from compiler.workload_key import workload_key
+from compiler.workload.key import workload_key
 
 # Scheduled programs kept per process; a search proposes and featurizes a few
 # thousand candidates, each a few hundred kilobytes of IR at most.

@@ -8,7 +8,7 @@ So a stage records its operations as steps on axis handles, and
 over ``te.create_prim_func(args)``: the result is an ordinary schedule with a
 trace, which the tuner, the database and the builder understand.
 
-``compiler.te.replay`` explains how the declarative TE steps (an axis outlives
+``compiler.te.stage_replay`` explains how the declarative TE steps (an axis outlives
 ``compute_at``) become block primitives, which act in order.
 
 Every operation is also replayed at once on a probe function (all placeholders
@@ -30,7 +30,7 @@ from compiler.ir.function import IRModule, PrimFunc
 from compiler.ir.stmt import IterKind, IterVar
 from compiler.schedule import Schedule, ScheduleError
 from compiler.te.prim_func import lower_tensors, topological_order
-from compiler.te.replay import LOOP_KINDS, Replay
+from compiler.te.stage_replay import LOOP_KINDS, Replay
 from compiler.te.tensor import ComputeOp, Operation, PlaceholderOp, Tensor
 
 Axis = IterVar

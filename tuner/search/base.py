@@ -203,10 +203,6 @@ class SearchStrategy(abc.ABC):
     def is_visited(self, decisions: Decisions) -> bool:
         return decisions in self._visited
 
-    @property
-    def visited_count(self) -> int:
-        return len(self._visited)
-
     def random_unvisited(self) -> Iterator[Decisions]:
         """Random points not yet visited, without repeats, until none is left (an
         enumerable space) or RANDOM_MISSES draws in a row were all visited."""

@@ -25,11 +25,11 @@ from functools import cached_property
 from typing import Any
 
 from compiler.codegen.target import LLVMTarget
-from compiler.flops import flop_count
 from compiler.ir.function import PrimFunc
 from compiler.schedule import Schedule, ScheduleError, Trace
 from compiler.schedule.replay import REPLAYS, ScheduledProgram
-from compiler.workload_key import workload_key
+from compiler.workload.flops import flop_count
+from compiler.workload.key import workload_key
 
 # Draws ``sample`` makes before it gives up on finding a legal candidate.
 SAMPLE_ATTEMPTS = 64

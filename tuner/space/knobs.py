@@ -29,7 +29,6 @@ SPLIT_POLICIES = ("factors", "power2", "candidate")
 REORDER_POLICIES = ("all", "identity", "candidate")
 ANNOTATE_POLICIES = ("try_unroll", "try_vec", "try_unroll_vec", "candidate")
 ANNOTATIONS = ("none", "unroll", "vec")
-KNOB_KINDS = ("split", "reorder", "annotate", "other")
 
 
 @dataclass(frozen=True)

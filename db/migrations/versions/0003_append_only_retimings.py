@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from alembic import op
 
 from compiler.codegen.target import TargetError
-from compiler.database_lookup import canonical_target
+from compiler.schedule.tuned import canonical_target
 
 revision = "0003"
 down_revision = "0002"

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler.arith.linear import to_linear
-from compiler.flops import expr_flops
 from compiler.ir import expr as E
 from compiler.ir.buffer import Buffer
 from compiler.ir.function import PrimFunc
@@ -36,6 +35,7 @@ from compiler.ir.node import Node, visit
 from compiler.ir.stmt import Allocate, BufferStore, For, ForKind, IfThenElse, SeqStmt, Stmt
 from compiler.lower import lower_func
 from compiler.schedule import ScheduleError
+from compiler.workload.flops import expr_flops
 from tuner.cost_model.features.base import FeatureExtractor
 from tuner.space.base import Decisions, Space
 

@@ -1,0 +1,109 @@
+"""What ``SQLDatabase`` does besides the contract (``test_db_contract.py``): canonical
+target spelling, version 1 streams, merge, prune and jobs; on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import llvmlite.binding as llvm
+import pytest
+from db_helpers import MATMUL, RELU, SKYLAKE, ZEN, split_trace
+
+from compiler.errors import ErrorKind
+from compiler.schedule.tuned import canonical_target
+from db import (
+    JobStatus,
+    Measurement,
+    Purpose,
+    RecordError,
+    SQLDatabase,
+)
+
+
+@pytest.fixture
+def key(database):
+    return database.commit_workload(MATMUL).key
+
+
+def ok(key, factor, seconds, target=ZEN, **kwargs):
+    return Measurement.ok(key, target, split_trace(factor), seconds, **kwargs)
+
+
+def test_the_host_target_is_stored_under_its_canonical_spelling(database, key):
+    host = f"llvm -mcpu={llvm.get_host_cpu_name()}"
+    database.commit_records([ok(key, 3, [1e-3], target="llvm")])
+    stored = database.best(key, host)[0].target
+    assert stored.startswith(f"{host} -mattr=+") and stored == canonical_target("llvm")
+    assert database.best(key, "llvm") == database.best(key, host)
+
+
+def test_a_resumed_job_sees_what_was_measured(database, key):
+    database.commit_records([ok(key, 3, [1e-3])])
+    digest = database.records(key)[0].trace_hash
+    assert database.measured_hashes(key, ZEN) == {digest}
+    assert database.measured_hashes(key, SKYLAKE) == set()
+
+
+def test_a_version_1_export_still_imports(database, key, tmp_path):
+    database.commit_records([ok(key, 3, [1e-3])])
+    out = io.StringIO()
+    database.export_jsonl(out)
+    _header, *lines = out.getvalue().splitlines()
+    old = [json.dumps({"format": "tensortune.records", "version": 1})]
+    for line in lines:
+        doc = json.loads(line)
+        doc.pop("purpose", None)
+        old.append(json.dumps(doc))
+    other = SQLDatabase(f"sqlite:///{tmp_path / 'other.db'}")
+    assert other.import_jsonl(old).records_added == 1
+    assert other.best(key, ZEN)[0].purpose is Purpose.SEARCH
+
+
+def test_merge_adds_the_other_database_and_keeps_targets_apart(database, key, tmp_path):
+    other = SQLDatabase(f"sqlite:///{tmp_path / 'other.db'}")
+    other.commit_workload(MATMUL)
+    other.commit_records([ok(key, 3, [1e-4], target=SKYLAKE), ok(key, 5, [5e-3])])
+    database.commit_records([ok(key, 7, [1e-3])])
+    summary = database.merge(other)
+    assert (summary.records_added, summary.records_skipped) == (2, 0)
+    assert [r.mean_seconds for r in database.best(key, ZEN, 5)] == [1e-3, 5e-3]
+    assert [r.mean_seconds for r in database.best(key, SKYLAKE, 5)] == [1e-4]
+    assert database.merge(other).records_added == 0
+
+
+def test_export_of_the_best_only_and_prune(database, key):
+    relu_key = database.commit_workload(RELU).key
+    database.commit_records([ok(key, f, [f * 1e-4]) for f in (2, 3, 4, 5)])
+    database.commit_records([ok(key, f, [f * 1e-5], target=SKYLAKE) for f in (2, 3, 4)])
+    database.commit_records([Measurement.ok(relu_key, ZEN, split_trace(2, RELU), [1e-6])])
+    database.commit_records(
+        [Measurement.failed(key, ZEN, split_trace(6), ErrorKind.RUN_ERROR, "bad")]
+    )
+    database.commit_records([ok(key, 5, [1e-4], purpose=Purpose.RETIME)])
+    out = io.StringIO()
+    # matmul on ZEN: trace 5 (search + re-timing) and trace 2; SKYLAKE: 2; relu: 1
+    assert database.export_jsonl(out, best_k=2) == 6
+    assert database.prune(keep=2) == 4
+    assert database.count(key, ZEN) == 3 and database.count(key, SKYLAKE) == 2
+    assert [r.seconds for r in database.best(key, ZEN, 5)] == pytest.approx([1e-4, 2e-4])
+    assert database.count(relu_key) == 1
+
+
+def test_jobs_and_tasks_track_progress_and_own_records(database, key):
+    job = database.create_job({"workload": MATMUL, "trials": 64}, [(key, "llvm", 64)])
+    assert job.status is JobStatus.QUEUED and job.spec["trials"] == 64
+    (task,) = job.tasks
+    assert task.trials_asked == 64 and task.trials_done == 0 and task.best_seconds is None
+    running = database.set_job_status(job.id, JobStatus.RUNNING)
+    assert running.started_at is not None and running.finished_at is None
+    database.commit_records([ok(key, 3, [1e-3], job_id=job.id), ok(key, 5, [2e-3])])
+    updated = database.update_task(task.id, trials_done=1, best_seconds=1e-3)
+    assert (updated.trials_done, updated.best_seconds) == (1, 1e-3)
+    assert [r.mean_seconds for r in database.records(job_id=job.id)] == [1e-3]
+    done = database.set_job_status(job.id, JobStatus.DONE)
+    assert done.finished_at is not None and database.jobs(JobStatus.DONE) == [done]
+    with pytest.raises(RecordError, match="unknown workload"):
+        database.create_job({}, [("f" * 64, "llvm", 1)])
+    with pytest.raises(RecordError, match="no job with id 999"):
+        database.job(999)

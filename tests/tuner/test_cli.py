@@ -1,0 +1,109 @@
+"""``tensortune tune / best / records``: bad input exits 2 with a message; a tuned
+workload's best trace prints, and the printed trace replays to a correct kernel."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+import compiler
+from compiler.schedule import Schedule, Trace
+from compiler.workload.spec import workload_from_spec
+from tuner.cli import main
+
+SHAPE = ["24", "40", "32"]
+
+
+@pytest.fixture
+def url(tmp_path) -> str:
+    return f"sqlite:///{tmp_path / 'cli.db'}"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["tune", "conv9d", "--shape", "1", "2", "3"], "unknown op 'conv9d'"),
+        (["tune", "matmul", "--shape", "8", "8"], "matmul needs --shape M N K"),
+        (["tune", "matmul", "--shape", "8", "0", "8"], "args.n: must be a positive integer"),
+        (["tune", "matmul"], "matmul needs --shape M N K"),
+        (["tune"], "name a workload"),
+        (["tune", "relu", "--shape", "8"], "--shape does not apply to 'relu'"),
+        (["tune", "--spec", "{oops"], "is not valid JSON"),
+        (["tune", "--spec", '{"op": "relu", "args": {"shape": [8]}}'], "no registered template"),
+        (["tune", "matmul", "--shape", *SHAPE, "--template", "nope"], "unknown template"),
+        (["tune", "matmul", "--shape", *SHAPE, "--target", "cuda"], "unknown target 'cuda'"),
+        (["tune", "matmul", "--shape", *SHAPE, "--trials", "0"], "--trials must be at least 1"),
+        (["tune", "missing.json"], "cannot read the spec file"),
+        (["best", "matmul", "--shape", "8"], "matmul needs --shape M N K"),
+        (["records", "--limit", "0"], "--limit must be from 1 to 10000"),
+    ],
+)
+def test_bad_input_exits_2_with_a_message(argv, message, url, capsys):
+    assert main([*argv, "--db", url]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.startswith(f"tensortune {argv[0]}: error:")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["tune", "matmul", "--shape", *SHAPE, "--tuner", "bogus"], "invalid choice: 'bogus'"),
+        (["tune", "matmul", "--shape", "8", "x", "8"], "invalid int value: 'x'"),
+        (["tune", "matmul", "--workers", "cloud"], "invalid choice: 'cloud'"),
+    ],
+)
+def test_argparse_rejections_exit_2(argv, message, url, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main([*argv, "--db", url])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_best_of_an_untuned_workload_says_so(url, capsys):
+    assert main(["best", "matmul", "--shape", *SHAPE, "--db", url]) == 1
+    assert "tune it first" in capsys.readouterr().err
+
+
+def test_tune_then_best_prints_a_trace_that_replays(url, tmp_path, capsys, rng):
+    spec = {"op": "matmul", "args": {"m": 24, "n": 40, "k": 32}}
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(json.dumps(spec))
+    tune_argv = ["tune", str(spec_file), "--trials", "8", "--batch-size", "8", "--db", url]
+    assert main([*tune_argv, "--tuner", "random", "--seed", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "8 measured this run" in out and "GFLOP/s" in out
+
+    assert main(["tune", "matmul", "--shape", *SHAPE, "--trials", "8", "--db", url]) == 0
+    assert "0 measured this run (0 errors), 8 restored" in capsys.readouterr().out
+
+    assert main(["best", "matmul", "--shape", *SHAPE, "--db", url, "--json"]) == 0
+    trace = Trace.from_json(capsys.readouterr().out.strip())
+    assert main(["best", "--spec", json.dumps(spec), "--db", url]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("\n".join(trace.as_python()))
+    assert "GFLOP/s" in printed.splitlines()[-1]
+    assert re.search(r"GFLOP/s, re-timed: median of \d+ runs \(record \d+\)$", printed.strip())
+
+    func = workload_from_spec(spec)
+    sch = Schedule(func)
+    trace.apply_to_schedule(sch)
+    kernel = compiler.build(sch.mod)
+    a = rng.standard_normal((24, 32), dtype=np.float32)
+    b = rng.standard_normal((32, 40), dtype=np.float32)
+    c = np.zeros((24, 40), dtype=np.float32)
+    kernel(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+    assert main(["records", "matmul", "--shape", *SHAPE, "--db", url, "--limit", "5"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert len(listed) == 1 + 5 + 1 and listed[-1].startswith("more: --before ")
+    assert "purpose" in listed[0]
+    before = listed[-1].split()[-1]
+    assert main(["records", "--db", url, "--limit", "10", "--before", before]) == 0
+    rest = capsys.readouterr().out.splitlines()[1:]
+    # 8 search measurements, and each of the two runs re-timed the 3 best: 14 records
+    assert len(rest) == 14 - 5
+    assert sum(" retime " in line for line in listed + rest) == 6

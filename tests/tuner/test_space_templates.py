@@ -1,0 +1,140 @@
+"""The registered templates: every candidate builds and computes the right result, or is
+refused with a ScheduleError, on small odd shapes; and the spaces reach the
+schedules known to be fast."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+import compiler
+from compiler.schedule import ScheduleError, Trace
+from compiler.workload.spec import workload_from_spec
+from tuner.space import TemplateSpace
+
+SPECS = {
+    "matmul.x86": {"op": "matmul", "args": {"m": 12, "n": 40, "k": 9}},
+    "batch_matmul.x86": {"op": "batch_matmul", "args": {"batch": 3, "m": 6, "n": 10, "k": 7}},
+    "dense.x86": {
+        "op": "dense",
+        "args": {"batch": 6, "in_features": 10, "out_features": 12, "activation": "relu"},
+    },
+    "conv2d_nchw.x86": {
+        "op": "conv2d_nchw_bias_relu",
+        "args": {
+            "batch": 1,
+            "in_channels": 6,
+            "height": 9,
+            "width": 10,
+            "out_channels": 8,
+            "kernel": 3,
+            "padding": 1,
+        },
+    },
+    "depthwise_conv2d_nchw.x86": {
+        "op": "depthwise_conv2d_nchw",
+        "args": {
+            "batch": 1,
+            "channels": 6,
+            "height": 9,
+            "width": 10,
+            "kernel": 3,
+            "padding": 1,
+            "stride": 2,
+        },
+    },
+}
+CONFIGS_PER_TEMPLATE = 10
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_sampled_candidates_compute_the_right_result(name: str) -> None:
+    func = workload_from_spec(SPECS[name])
+    space = TemplateSpace(func, name)
+    rng = np.random.default_rng(3)
+    args = [
+        rng.standard_normal([int(d.value) for d in p.shape]).astype("float32") for p in func.params
+    ]
+    expected = np.empty_like(args[-1])
+    compiler.build(func, default_schedule=False)(*args[:-1], expected)
+    picks = random.Random(name)
+    built = refused = 0
+    while built < CONFIGS_PER_TEMPLATE:
+        point = space.random_decisions(picks)
+        try:
+            candidate = space.candidate(point)
+        except ScheduleError:
+            refused += 1
+            assert refused < 50, f"{name}: nearly every sampled point is illegal"
+            continue
+        out = np.full_like(expected, np.nan)
+        compiler.build(space.program(candidate).func)(*args[:-1], out)
+        np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4, err_msg=str(point))
+        back = space.candidate_from_trace(Trace.from_json(candidate.trace_json))
+        assert back is not None and back.decisions == point
+        built += 1
+
+
+def test_the_matmul_space_holds_the_hand_schedule_and_its_neighbours() -> None:
+    """benchmarks/gemm.py's schedule: row blocks of 4 unrolled, panels of 16 vectorized,
+    k blocks of 256, B packed per panel, outer rows in parallel."""
+    func = workload_from_spec({"op": "matmul", "args": {"m": 1024, "n": 1024, "k": 1024}})
+    space = TemplateSpace(func, "matmul.x86", target="llvm -mcpu=znver3 -mattr=+avx,+avx2")
+    wanted = {
+        "tile_i": (4, 64, 4),
+        "tile_j": (64, 16),
+        "tile_k": (4, 256),
+        "order": (0, 1, 2, 3),
+        "pack_b": "j0",
+        "parallel": 1,
+    }
+    script = space.program(space.candidate(space.decisions_of(wanted))).func.script()
+    assert "T.parallel(4)" in script and "T.vectorized(16)" in script and "T.unroll(4)" in script
+    assert {(2, 128, 4), (4, 32, 8), (8, 128, 1)} <= set(space.knobs[0].entities)
+    assert {8, 16, 32, 64} == {e[1] for e in space.knobs[1].entities}
+
+
+def test_conv2d_space_has_packing_vector_width_and_parallel_choices() -> None:
+    spec = {
+        "op": "conv2d_nchw",
+        "args": {
+            "batch": 1,
+            "in_channels": 64,
+            "height": 56,
+            "width": 56,
+            "out_channels": 64,
+            "kernel": 3,
+            "padding": 1,
+        },
+    }
+    space = TemplateSpace(workload_from_spec(spec), target="llvm -mcpu=znver3 -mattr=+avx,+avx2")
+    knobs = {k.name: k for k in space.knobs}
+    assert knobs["pack_data"].entities == ("none", "rc0")
+    assert knobs["pad"].entities == ("inline", "root")
+    assert 8 in {e[1] for e in knobs["tile_x"].entities}
+    assert max(e[2] for e in knobs["tile_o"].entities) == 8
+    assert space.size > 100_000
+
+
+def test_unit_tiles_are_legal() -> None:
+    """Splits with factors of 1 leave loops of extent 1 beside real ones; cache_write and
+    decompose_reduction must still see that the tiles cover the domain exactly."""
+    func = workload_from_spec(SPECS["matmul.x86"])
+    space = TemplateSpace(func, "matmul.x86", target="llvm -mcpu=znver3 -mattr=+avx,+avx2")
+    a = np.random.default_rng(0).standard_normal((12, 9)).astype("float32")
+    b = np.random.default_rng(1).standard_normal((9, 40)).astype("float32")
+    for rows, reduction in (((2, 6, 1), (9, 1)), ((4, 1, 3), (3, 3)), ((12, 1, 1), (1, 9))):
+        wanted = {
+            "tile_i": rows,
+            "tile_j": (5, 8),
+            "tile_k": reduction,
+            "order": (1, 0, 3, 2),
+            "pack_b": "none",
+            "parallel": 1,
+        }
+        candidate = space.candidate(space.decisions_of(wanted))
+        out = np.zeros((12, 40), "float32")
+        compiler.build(space.program(candidate).func)(a, b, out)
+        np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)

@@ -1,0 +1,356 @@
+"""The workers' data, references and the local backend, with real processes, real
+LLVM builds and real faults (a segfault, a hang) made by the test-only builder and
+measurer of ``faulty_workers``, which the backend runs in place of its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from faulty_workers import (
+    BUILD_FUNCTION,
+    MEASURER,
+    TESTS_FOLDER,
+    Fault,
+    wait_for,
+)
+from worker_candidates import (
+    MATMUL,
+    TEST_CONFIG,
+    custom_candidate,
+    illegal_candidate,
+    kinds,
+    matmul_candidate,
+    spec_candidate,
+    swapped_artifact,
+)
+
+import compiler
+import workers
+from compiler.errors import ErrorKind
+from compiler.topi.reference import NUMPY_REFERENCES
+from compiler.workload.spec import normalize_spec, workload_from_spec
+from workers import (
+    BuildResult,
+    Candidate,
+    MeasureConfig,
+    RunResult,
+    Workers,
+    WorkersError,
+)
+from workers.check import make_reference
+
+BUILD_TIMEOUT_S = 5.0
+
+
+def check_ok(result: RunResult, repeat: int = TEST_CONFIG.repeat) -> None:
+    assert result.ok, result.error
+    assert len(result.run_times) == repeat
+    assert all(0 < t < 1 for t in result.run_times)
+    assert result.number >= 1
+
+
+# ---- data -------------------------------------------------------------------------------
+
+
+def test_create_lists_the_kinds() -> None:
+    with pytest.raises(WorkersError, match="local, ray"):
+        workers.create("slurm")
+
+
+def test_results_hold_a_value_or_an_error_never_both() -> None:
+    candidate = matmul_candidate()
+    with pytest.raises(ValueError, match="never both"):
+        RunResult(candidate, (1e-3,), 1, ErrorKind.RUN_ERROR, "boom")
+    with pytest.raises(ValueError, match="never both"):
+        RunResult(candidate)
+    with pytest.raises(ValueError, match="never both"):
+        BuildResult(candidate, error_kind=ErrorKind.BUILD_ERROR)
+    failed = RunResult.failed(candidate, ErrorKind.TIMEOUT, "slow", "host")
+    assert RunResult.from_json(json.loads(json.dumps(failed.to_json()))) == failed
+
+
+def test_failures_need_a_message() -> None:
+    with pytest.raises(ValueError, match="needs a message"):
+        RunResult.failed(matmul_candidate(), ErrorKind.INTERNAL, " ")
+
+
+def test_hooks_are_named_module_colon_attribute() -> None:
+    with pytest.raises(WorkersError, match='not a "module:attribute" name'):
+        workers.create("local", measurer="workers.measure.Measurer")
+    with pytest.raises(WorkersError, match="cannot import 'no_such_module'"):
+        workers.create("local", build_function="no_such_module:build")
+    with pytest.raises(WorkersError, match="has no 'Measure'"):
+        workers.create("local", measurer="workers.measure:Measure")
+
+
+def test_candidate_is_plain_json() -> None:
+    candidate = matmul_candidate(seed=3)
+    assert Candidate.from_json(json.loads(json.dumps(candidate.to_json()))) == candidate
+    with pytest.raises(TypeError, match="JSON text"):
+        Candidate({"op": "matmul"}, "{}")  # type: ignore[arg-type]
+
+
+def test_measure_config_checks_its_values() -> None:
+    with pytest.raises(ValueError, match="repeat"):
+        MeasureConfig(repeat=0)
+    with pytest.raises(ValueError, match="timeout_s"):
+        MeasureConfig(timeout_s=0)
+
+
+# ---- references -------------------------------------------------------------------------
+
+SHAPES = {"shape_a": [3, 1, 5], "shape_b": [4, 5]}
+IMAGE = {"batch": 2, "channels": 3, "height": 7, "width": 6}
+CONV = {"batch": 2, "in_channels": 4, "height": 7, "width": 6, "out_channels": 6, "kernel": 3}
+REFERENCE_SPECS: dict[str, dict[str, Any]] = {
+    "matmul": {"m": 5, "n": 7, "k": 3, "transpose_a": True},
+    "batch_matmul": {"batch": 2, "m": 3, "n": 5, "k": 7},
+    "dense": {"batch": 3, "in_features": 5, "out_features": 7, "activation": "sigmoid"},
+    **{op: {"shape": [3, 5]} for op in ("relu", "sigmoid", "exp", "log", "sqrt", "tanh")},
+    **{op: {"shape": [3, 5]} for op in ("abs", "negative")},
+    **{op: SHAPES for op in ("add", "subtract", "multiply", "divide", "maximum", "minimum")},
+    "power": SHAPES,
+    **{op: {"shape": [3, 4, 5], "axis": [0, 2], "keepdims": True} for op in ("sum", "max")},
+    **{op: {"shape": [3, 4, 5], "axis": 1} for op in ("min", "mean")},
+    "softmax": {"shape": [3, 5]},
+    "log_softmax": {"shape": [3, 5], "axis": 0},
+    "transpose": {"shape": [2, 3, 4], "axes": [2, 0, 1]},
+    "reshape": {"shape": [2, 3, 4], "newshape": [4, -1]},
+    "gelu": {"shape": [3, 5]},
+    "layer_norm": {"shape": [3, 4, 5], "axis": [1, 2]},
+    "pad": {"shape": [2, 3], "pad_before": [1, 0], "pad_after": [0, 2], "pad_value": 0.5},
+    "concatenate": {"shapes": [[2, 3], [2, 4]], "axis": 1},
+    "conv2d_nchw": {**CONV, "stride": [2, 1], "padding": [1, 0, 2, 1], "dilation": [1, 2]},
+    "conv2d_nhwc": {**CONV, "stride": 2, "padding": 1, "groups": 2},
+    "conv2d_nchw_bias_relu": {**CONV, "padding": 1},
+    "depthwise_conv2d_nchw": {**IMAGE, "kernel": 3, "padding": 1, "multiplier": 2},
+    "max_pool2d": {**IMAGE, "kernel": 3, "stride": 2, "padding": 1},
+    "avg_pool2d": {**IMAGE, "kernel": 3, "stride": 2, "padding": 1},
+    "global_avg_pool2d": IMAGE,
+}
+
+
+@pytest.mark.parametrize("op", sorted(NUMPY_REFERENCES))
+def test_numpy_reference_agrees_with_the_unscheduled_build(op: str) -> None:
+    spec = normalize_spec({"op": op, "args": REFERENCE_SPECS[op]})
+    func = workload_from_spec(spec)
+    reference = make_reference(func, spec, seed=5)
+    assert reference.source == f"numpy {op}"
+    assert all(np.all(a != 0) for a in reference.arguments)
+    arrays = reference.fresh_arguments()
+    assert reference.mismatch(arrays, None) is not None  # outputs not written yet
+    compiler.build(func, default_schedule=False)(*arrays)
+    assert reference.mismatch(arrays, None) is None
+
+
+def test_reference_mismatch_names_the_output_and_the_place() -> None:
+    func = workload_from_spec(MATMUL)
+    reference = make_reference(func, normalize_spec(MATMUL), seed=0)
+    arrays = reference.fresh_arguments()
+    arrays[2][...] = reference.expected[2]
+    arrays[2][10, 20] += 0.5
+    message = reference.mismatch(arrays, None)
+    assert message is not None and "'T_matmul'" in message and "(10, 20)" in message
+
+
+# ---- the local backend ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def local() -> Iterator[Workers]:
+    """Local workers whose processes run the faulty builder and measurer."""
+    with pytest.MonkeyPatch.context() as patch:
+        path = os.pathsep.join([TESTS_FOLDER, os.environ.get("PYTHONPATH", "")])
+        patch.setenv("PYTHONPATH", path)
+        backend = workers.create(
+            "local",
+            build_timeout_s=BUILD_TIMEOUT_S,
+            config=TEST_CONFIG,
+            build_function=BUILD_FUNCTION,
+            measurer=MEASURER,
+        )
+    with backend:
+        yield backend
+
+
+def test_good_candidates_are_measured(local: Workers) -> None:
+    candidates = [matmul_candidate(seed) for seed in range(4)] + [custom_candidate()]
+    candidates.append(spec_candidate({"op": "conv2d_nchw", "args": _SMALL_CONV}))
+    results = local.measure(candidates)
+    for result, candidate in zip(results, candidates, strict=True):
+        check_ok(result)
+        assert result.candidate == candidate
+        assert result.worker_host == socket.gethostname()
+
+
+_SMALL_CONV = {
+    "batch": 1,
+    "in_channels": 3,
+    "height": 9,
+    "width": 11,
+    "out_channels": 5,
+    "kernel": 3,
+    "padding": 1,
+}
+
+
+def test_min_repeat_ms_grows_number_and_cache_flush_runs() -> None:
+    config = MeasureConfig(repeat=2, min_repeat_ms=5.0, flush_cache=True, flush_bytes=1 << 20)
+    candidate = spec_candidate({"op": "relu", "args": {"shape": [31]}})
+    with workers.create("local", max_workers=1, config=config) as backend:
+        (result,) = backend.measure([candidate])
+    check_ok(result, repeat=2)
+    assert result.number > 1
+
+
+def _children_environments(role: str) -> list[dict[str, str]]:
+    """The environments of this process's ``workers.child`` children of ``role``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            status = (proc / "status").read_text()
+            command = (proc / "cmdline").read_bytes().split(b"\0")
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue
+        parent = next(line.split()[1] for line in status.splitlines() if line.startswith("PPid"))
+        if int(parent) == os.getpid() and command[1:4] == [b"-m", b"workers.child", role.encode()]:
+            pairs = (entry.decode().partition("=") for entry in environ if entry)
+            found.append({name: value for name, _, value in pairs})
+    return found
+
+
+def test_the_runner_keeps_numpy_to_one_blas_thread(local: Workers) -> None:
+    """The runner computes references with numpy; BLAS threads left spinning after that
+    would share the cores with the kernel being timed (it ran up to 6x slower)."""
+    check_ok(local.measure([matmul_candidate(0)])[0])
+    (runner,) = _children_environments("run")
+    assert runner["OPENBLAS_NUM_THREADS"] == "1" and runner["MKL_NUM_THREADS"] == "1"
+    builders = _children_environments("build")
+    inherited = os.environ.get("OPENBLAS_NUM_THREADS")
+    assert builders and all(env.get("OPENBLAS_NUM_THREADS") == inherited for env in builders)
+
+
+def test_runner_process_is_replaced_after_its_quota() -> None:
+    with workers.create("local", config=TEST_CONFIG, candidates_per_process=2) as backend:
+        results = backend.measure([matmul_candidate(seed) for seed in range(5)])
+    for result in results:
+        check_ok(result)
+
+
+def test_illegal_or_malformed_traces_are_build_errors(local: Workers) -> None:
+    malformed = dataclasses.replace(matmul_candidate(), trace="{not json")
+    results = local.measure([illegal_candidate(), malformed, matmul_candidate()])
+    assert kinds(results) == [ErrorKind.BUILD_ERROR, ErrorKind.BUILD_ERROR, None]
+    assert "ScheduleError" in results[0].error and "'C'" in results[0].error
+    assert "does not parse" in results[1].error
+
+
+def test_reference_check_catches_a_wrong_library(local: Workers) -> None:
+    (result,) = local.runner.run([swapped_artifact(local.builder)])
+    assert result.error_kind is ErrorKind.WRONG_RESULT
+    assert "'T_add'" in result.error and "numpy add" in result.error
+
+
+def test_a_library_that_does_not_fit_its_arguments_is_a_run_error(local: Workers) -> None:
+    (result,) = local.runner.run([swapped_artifact(local.builder, shape_b=(9,))])
+    assert result.error_kind is ErrorKind.RUN_ERROR
+    assert "RuntimeArgumentError" in result.error
+
+
+def test_spec_that_does_not_describe_the_workload_is_a_run_error(local: Workers) -> None:
+    other = {"op": "matmul", "args": {"m": 67, "n": 45, "k": 35}}
+    candidate = dataclasses.replace(matmul_candidate(), spec=json.dumps(other))
+    (result,) = local.measure([candidate])
+    assert result.error_kind is ErrorKind.RUN_ERROR and "does not describe" in result.error
+
+
+def test_runner_crash_costs_one_record_and_the_next_runs(local: Workers) -> None:
+    candidates = [matmul_candidate(2), matmul_candidate(2, Fault.CRASH), matmul_candidate(3)]
+    results = local.measure(candidates)
+    assert kinds(results) == [None, ErrorKind.CRASHED, None]
+    assert "SIGSEGV" in results[1].error
+    check_ok(results[2])
+
+
+def test_runner_hang_times_out_and_the_next_runs(local: Workers) -> None:
+    candidates = [matmul_candidate(0, Fault.HANG), matmul_candidate(0)]
+    results = local.runner.run(local.builder.build(candidates))
+    assert kinds(results) == [ErrorKind.TIMEOUT, None]
+    assert "3 s" in results[0].error
+
+
+def test_ctrl_c_while_the_runner_is_busy_leaves_no_late_reply(
+    local: Workers, tmp_path: Path
+) -> None:
+    """Ctrl-C lands while the runner process measures (it waits, paused, until the
+    interrupt has been delivered); the next candidate still gets its own result."""
+    paused, after = matmul_candidate(1, Fault.PAUSE, str(tmp_path)), matmul_candidate(3)
+    paused_build, after_build = local.builder.build([paused, after])
+    started = tmp_path / f"started-{socket.gethostname()}"
+
+    def interrupt_then_release() -> None:
+        wait_for(started)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    interrupter = threading.Thread(target=interrupt_then_release)
+    interrupter.start()
+    with pytest.raises(KeyboardInterrupt):
+        local.runner.run([paused_build])
+    interrupter.join()
+    (tmp_path / "release").touch()
+    (result,) = local.runner.run([after_build])
+    check_ok(result)
+    assert result.candidate == after
+
+
+def test_builder_crash_and_hang_cost_one_record_each(local: Workers) -> None:
+    candidates = [
+        matmul_candidate(0, Fault.BUILD_CRASH),
+        matmul_candidate(1),
+        matmul_candidate(0, Fault.BUILD_HANG),
+        matmul_candidate(2),
+        matmul_candidate(3),
+    ]
+    builds = local.builder.build(candidates)
+    assert kinds(builds) == [ErrorKind.CRASHED, None, ErrorKind.TIMEOUT, None, None]
+    assert "SIGSEGV" in builds[0].error
+    results = local.runner.run(builds)
+    assert kinds(results) == kinds(builds)
+    assert all(local.builder.build([matmul_candidate(4)])[0].ok for _ in range(2))
+
+
+def test_the_default_workers_have_no_fault_switch() -> None:
+    """A fault annotation is an ordinary annotation to the production builder and
+    measurer: nothing a trace says can make them misbehave."""
+    candidates = [matmul_candidate(1, Fault.CRASH), matmul_candidate(1, Fault.BUILD_CRASH)]
+    with workers.create("local", config=TEST_CONFIG) as backend:
+        results = backend.measure(candidates)
+    for result in results:
+        check_ok(result)
+
+
+def test_results_become_database_records(local: Workers, tmp_path: Any) -> None:
+    from db import SQLDatabase
+    from tuner.measurement import to_measurement
+
+    candidates = [matmul_candidate(1), matmul_candidate(2, Fault.CRASH)]
+    results = local.measure(candidates)
+    with SQLDatabase(f"sqlite:///{tmp_path / 'tuning.db'}") as database:
+        database.commit_workload(MATMUL)
+        assert database.commit_records(to_measurement(r) for r in results) == 2
+        stored = {record.error_kind: record for record in database.records()}
+    assert set(stored) == {None, ErrorKind.CRASHED}
+    assert stored[None].run_times == results[0].run_times
+    assert "SIGSEGV" in (stored[ErrorKind.CRASHED].error or "")

@@ -1,0 +1,59 @@
+"""Building one candidate, in whatever process a backend runs it: replay the trace on
+the workload, compile, link a shared library, and return its bytes."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+
+import compiler
+from compiler.errors import CompilerError, ErrorKind
+from compiler.runtime import Module
+from compiler.schedule.trace import Trace
+from compiler.workload.key import workload_from_json
+from workers.base import Artifact, BuildResult, Candidate
+
+
+def build_candidate(candidate: Candidate) -> BuildResult:
+    """The candidate's artifact, a BUILD_ERROR when the compiler refuses it (any
+    ``CompilerError``: an illegal trace, a malformed workload), or an INTERNAL error
+    when anything else is raised, which is a bug of tensortune's.
+
+    This is an isolation boundary: any exception becomes the candidate's record,
+    because a compiler bug met by one candidate must not take the batch down with it.
+    """
+    start = time.perf_counter()
+    try:
+        artifact = _build(candidate)
+    except CompilerError as err:
+        return _failed(candidate, ErrorKind.BUILD_ERROR, err, start)
+    except Exception as err:  # see the docstring
+        return _failed(candidate, ErrorKind.INTERNAL, err, start)
+    return BuildResult(candidate, artifact, seconds=time.perf_counter() - start)
+
+
+def _failed(candidate: Candidate, kind: ErrorKind, err: Exception, start: float) -> BuildResult:
+    message = f"{type(err).__name__}: {err}"
+    return BuildResult.failed(candidate, kind, message, time.perf_counter() - start)
+
+
+def _build(candidate: Candidate) -> Artifact:
+    func = workload_from_json(candidate.workload)
+    trace = Trace.from_json(candidate.trace)
+    sch = compiler.Schedule(func)
+    trace.apply_to_schedule(sch)
+    module = compiler.build(sch.mod, target=candidate.target)
+    function = module.entry_name
+    signature = module[function].signature.to_json()
+    signature_text = json.dumps(signature, sort_keys=True, separators=(",", ":"))
+    return Artifact(_library_bytes(module), function, signature_text)
+
+
+def _library_bytes(module: Module) -> bytes:
+    with tempfile.TemporaryDirectory(prefix="tensortune-build-") as tmp:
+        path = os.path.join(tmp, "candidate.so")
+        module.export_library(path)
+        with open(path, "rb") as f:
+            return f.read()
