@@ -157,9 +157,7 @@ def test_the_internal_error_kind_migrates_up_and_down(url):
     migrate.downgrade(engine, "0003")
     with engine.begin() as connection, pytest.raises(Exception, match=r"(?i)check"):
         connection.execute(
-            text(
-                "UPDATE records SET status = 'internal', mean_seconds = NULL, min_seconds = NULL"
-            )
+            text("UPDATE records SET status = 'internal', mean_seconds = NULL, min_seconds = NULL")
         )
     migrate.upgrade(engine)
     engine.dispose()

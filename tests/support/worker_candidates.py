@@ -18,7 +18,10 @@ from workers import BuildResult, Candidate, MeasureConfig, RunResult
 
 MATMUL = {"op": "matmul", "args": {"m": 67, "n": 45, "k": 33}}
 # Fast test settings: short deadlines, two short repeats.
-TEST_CONFIG = MeasureConfig(repeat=2, min_repeat_ms=1.0, timeout_s=3.0)
+# Deadlines long enough for a build or run on a machine whose cores another process keeps
+# busy: only the hang tests ever reach them.
+TEST_CONFIG = MeasureConfig(repeat=2, min_repeat_ms=1.0, timeout_s=10.0)
+BUILD_TIMEOUT_S = 15.0
 
 
 def matmul_candidate(seed: int = 0, fault: Fault | None = None, argument: str = "") -> Candidate:
@@ -65,6 +68,7 @@ def swapped_artifact(builder: Any, shape_b: tuple[int, ...] = (7, 9)) -> BuildRe
     other = {"shape_a": [7, 9], "shape_b": list(shape_b)}
     subtract = spec_candidate({"op": "subtract", "args": other})
     add_build, subtract_build = builder.build([add, subtract])
+    assert add_build.ok and subtract_build.ok, (add_build.error, subtract_build.error)
     return dataclasses.replace(add_build, artifact=subtract_build.artifact)
 
 

@@ -25,6 +25,7 @@ from faulty_workers import (
     wait_for,
 )
 from worker_candidates import (
+    BUILD_TIMEOUT_S,
     MATMUL,
     TEST_CONFIG,
     custom_candidate,
@@ -49,8 +50,6 @@ from workers import (
     WorkersError,
 )
 from workers.check import make_reference
-
-BUILD_TIMEOUT_S = 5.0
 
 
 def check_ok(result: RunResult, repeat: int = TEST_CONFIG.repeat) -> None:
@@ -288,7 +287,7 @@ def test_runner_hang_times_out_and_the_next_runs(local: Workers) -> None:
     candidates = [matmul_candidate(0, Fault.HANG), matmul_candidate(0)]
     results = local.runner.run(local.builder.build(candidates))
     assert kinds(results) == [ErrorKind.TIMEOUT, None]
-    assert "3 s" in results[0].error
+    assert f"{TEST_CONFIG.timeout_s:g} s" in results[0].error
 
 
 def test_ctrl_c_while_the_runner_is_busy_leaves_no_late_reply(

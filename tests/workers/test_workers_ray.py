@@ -22,6 +22,7 @@ import pytest
 from faulty_workers import BUILD_FUNCTION, MEASURER, TESTS_FOLDER, Fault, wait_for
 from ray_cluster import Cluster, isolation_unavailable, run_scenarios
 from worker_candidates import (
+    BUILD_TIMEOUT_S,
     TEST_CONFIG,
     custom_candidate,
     illegal_candidate,
@@ -77,7 +78,7 @@ def cluster_each_fault_costs_one_record(cluster: Cluster) -> None:
         "ray",
         address=cluster.address,
         runner_resource=RESOURCE,
-        build_timeout_s=5.0,
+        build_timeout_s=BUILD_TIMEOUT_S,
         config=TEST_CONFIG,
         **FAULTY,
     )
