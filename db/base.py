@@ -20,9 +20,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import IO, Any, Self
 
-from compiler.errors import ErrorKind
-from compiler.ir.function import PrimFunc
-from compiler.schedule.trace import TRACE_FORMAT_VERSION
+from db.compiler_border import TRACE_FORMAT_VERSION, ErrorKind, PrimFunc
 from db.errors import RecordError
 from db.exchange import ImportSummary
 from db.record import Measurement, Purpose, TuningRecord, WorkloadEntry

@@ -25,12 +25,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from compiler.errors import ErrorKind
-from compiler.schedule.trace import TRACE_FORMAT_VERSION
-from compiler.workload.key import workload_from_json, workload_key
-from compiler.workload.spec import WorkloadError
+from db.compiler_border import (
+    TRACE_FORMAT_VERSION,
+    ErrorKind,
+    WorkloadError,
+    trace_hash,
+    workload_from_json,
+    workload_key,
+)
 from db.errors import RecordError
-from db.record import Purpose, TuningRecord, WorkloadEntry, status_of, trace_hash
+from db.record import Purpose, TuningRecord, WorkloadEntry, status_of
 from db.validate import (
     TraceChecker,
     check_outcome,

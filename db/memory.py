@@ -11,21 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import IO, Any
 
-from compiler.errors import ErrorKind
-from compiler.ir.function import PrimFunc
-from compiler.schedule.tuned import target_host_kind
 from db import exchange
 from db.base import Database
-from db.record import (
-    Measurement,
-    Purpose,
-    TuningRecord,
-    WorkloadEntry,
-    canonical_trace,
-    error_kind_of,
-    status_of,
-    trace_hash,
-)
+from db.compiler_border import ErrorKind, PrimFunc, canonical_trace, target_host_kind, trace_hash
+from db.record import Measurement, Purpose, TuningRecord, WorkloadEntry, error_kind_of, status_of
 from db.validate import (
     TraceChecker,
     check_fields,

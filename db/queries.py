@@ -14,8 +14,7 @@ from typing import Any
 from sqlalchemy import Connection, Row, Select, String, func, insert, literal, select
 from sqlalchemy.dialects import postgresql, sqlite
 
-from compiler.schedule.trace import TRACE_FORMAT_VERSION
-from compiler.schedule.tuned import target_host_kind
+from db.compiler_border import TRACE_FORMAT_VERSION, target_host_kind
 from db.models import RecordRow, TargetRow, TaskRow, WorkloadRow
 from db.record import (
     OK_STATUS,

@@ -12,12 +12,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from compiler.errors import ErrorKind
-from compiler.schedule.trace import (  # noqa: F401  (re-exported for db.database)
+from db.compiler_border import (
     TRACE_FORMAT_VERSION,
+    ErrorKind,
     Trace,
     canonical_trace,
-    trace_hash,
 )
 
 # The status column holds "ok" for a success and the ErrorKind's value for a failure.

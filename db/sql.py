@@ -18,11 +18,15 @@ from typing import IO, Any
 from sqlalchemy import Connection, func, select
 from sqlalchemy.exc import DBAPIError
 
-from compiler.errors import ErrorKind
-from compiler.ir.function import PrimFunc
-from compiler.schedule.trace import TRACE_FORMAT_VERSION
 from db import jobs, migrate, sql_exchange
 from db.base import Database
+from db.compiler_border import (
+    TRACE_FORMAT_VERSION,
+    ErrorKind,
+    PrimFunc,
+    canonical_trace,
+    trace_hash,
+)
 from db.engine import WRITE, default_url, open_engine, shown
 from db.errors import RecordError, SchemaError
 from db.exchange import ImportSummary
@@ -48,9 +52,7 @@ from db.record import (
     Purpose,
     TuningRecord,
     WorkloadEntry,
-    canonical_trace,
     status_of,
-    trace_hash,
 )
 from db.validate import (
     TraceChecker,

@@ -13,8 +13,8 @@ from typing import IO
 
 from sqlalchemy import Connection, delete, select
 
-from compiler.schedule.trace import TRACE_FORMAT_VERSION
 from db import exchange
+from db.compiler_border import TRACE_FORMAT_VERSION
 from db.models import RecordRow, TargetRow, WorkloadRow
 from db.queries import (
     RECORDS,

@@ -17,25 +17,25 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from compiler.codegen.target import TargetError
-from compiler.errors import ErrorKind
-from compiler.ir.function import PrimFunc
-from compiler.schedule.errors import ScheduleError
-from compiler.schedule.replay import replayed
-from compiler.schedule.trace import TRACE_FORMAT_VERSION
-from compiler.schedule.tuned import canonical_target
-from compiler.workload.key import workload_from_json, workload_key, workload_to_json
-from compiler.workload.spec import WorkloadError, normalize_spec, workload_from_spec
-from db.errors import RecordError
-from db.record import (
-    STATUSES,
-    Measurement,
-    Purpose,
+from db.compiler_border import (
+    TRACE_FORMAT_VERSION,
+    ErrorKind,
+    PrimFunc,
+    ScheduleError,
+    TargetError,
+    WorkloadError,
+    canonical_target,
     canonical_trace,
-    error_kind_of,
-    status_of,
+    normalize_spec,
+    replayed,
     trace_hash,
+    workload_from_json,
+    workload_from_spec,
+    workload_key,
+    workload_to_json,
 )
+from db.errors import RecordError
+from db.record import STATUSES, Measurement, Purpose, error_kind_of, status_of
 
 NAME_LIMIT = 200
 HOST_LIMIT = 200

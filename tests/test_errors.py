@@ -1,5 +1,7 @@
 """One error taxonomy: the compiler's exceptions share a root, no class shadows a
-builtin, and the workers neither import ``db`` nor carry a fault switch."""
+builtin, and no production function carries a fault switch; and the borders between
+packages: the workers never import ``db``, and ``db`` sees the compiler through one
+module."""
 
 from __future__ import annotations
 
@@ -35,6 +37,18 @@ def test_no_module_of_workers_imports_db() -> None:
     offenders = {
         str(path.relative_to(ROOT)): sorted(n for n in _imported(path) if n.split(".")[0] == "db")
         for path in _modules("workers")
+    }
+    assert {path: names for path, names in offenders.items() if names} == {}
+
+
+def test_db_imports_the_compiler_only_through_its_border_module() -> None:
+    border = ROOT / "db" / "compiler_border.py"
+    offenders = {
+        str(path.relative_to(ROOT)): sorted(
+            n for n in _imported(path) if n.split(".")[0] == "compiler"
+        )
+        for path in _modules("db")
+        if path != border
     }
     assert {path: names for path, names in offenders.items() if names} == {}
 

@@ -19,9 +19,9 @@ from compiler.errors import ErrorKind
 from compiler.schedule.trace import TRACE_FORMAT_VERSION
 from compiler.schedule.tuned import canonical_target
 from db import ConnectError, Measurement, Purpose, SchemaError, SQLDatabase, migrate
+from db.compiler_border import trace_hash
 from db.engine import default_sqlite_path, default_url, open_engine
 from db.models import Base
-from db.record import trace_hash
 from tuner.cli import main
 
 CREATED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)

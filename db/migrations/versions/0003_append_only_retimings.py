@@ -21,8 +21,7 @@ import statistics
 import sqlalchemy as sa
 from alembic import op
 
-from compiler.codegen.target import TargetError
-from compiler.schedule.tuned import canonical_target
+from db.compiler_border import TargetError, canonical_target
 
 revision = "0003"
 down_revision = "0002"
