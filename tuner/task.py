@@ -61,5 +61,7 @@ class TuneTask:
         return self.flop_count / seconds / 1e9
 
     def __repr__(self) -> str:
+        """Short enough for a progress line: the target by its CPU, not its features."""
         name = json.loads(self.spec)["op"] if self.spec else "workload"
-        return f"TuneTask({name} {self.workload_key[:12]}, {self.target!r})"
+        machine = " ".join(t for t in self.target.split() if not t.startswith("-mattr"))
+        return f"TuneTask({name} {self.workload_key[:12]}, {machine!r})"
