@@ -22,7 +22,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
@@ -33,42 +32,14 @@ if sys.path and os.path.abspath(sys.path[0] or os.curdir) == _HERE:
 
 import numpy as np  # noqa: E402
 
-import compiler  # noqa: E402
-import workers  # noqa: E402
 from compiler.runtime import share_pool_with_blas  # noqa: E402
 from compiler.topi.reference import numpy_function  # noqa: E402
-from db import SQLDatabase  # noqa: E402
 from tuner.task import TuneTask  # noqa: E402
-from tuner.tune import TuneOptions, tune  # noqa: E402
 
-GEMM = {"op": "matmul", "args": {"m": 1024, "n": 1024, "k": 1024}}
-CONV = {
-    "op": "conv2d_nchw",
-    "args": {
-        "batch": 1,
-        "in_channels": 64,
-        "height": 56,
-        "width": 56,
-        "out_channels": 64,
-        "kernel": 3,
-        "padding": 1,
-    },
-}
+sys.path.append(_HERE)  # the packages are imported: now the sibling modules can be
+from tuned_workloads import CONV, GEMM, tune_from_scratch  # noqa: E402
+
 SETTLE_S = 0.3
-
-
-def tuned_module(task: TuneTask, trials: int, seed: int) -> compiler.runtime.Module:
-    """``task`` tuned for ``trials`` into a temporary database and built from it."""
-    with tempfile.TemporaryDirectory() as folder:
-        url = f"sqlite:///{os.path.join(folder, 'coexist.db')}"
-        with SQLDatabase(url) as database, workers.create("local") as backend:
-            tune(
-                task,
-                database=database,
-                workers=backend,
-                options=TuneOptions(trials=trials, seed=seed),
-            )
-            return compiler.build(task.func, target=task.target, database=database)
 
 
 def seconds_of(call: Callable[[], Any]) -> float:
@@ -110,7 +81,7 @@ def coexist(
 
 def bench(name: str, spec: dict[str, Any], args: argparse.Namespace) -> dict[str, float]:
     task = TuneTask.from_spec(spec)
-    lib = tuned_module(task, args.trials, args.seed)
+    _, lib = tune_from_scratch(task, trials=args.trials, seed=args.seed)
     rng = np.random.default_rng(0)
     shapes = [tuple(int(d) for d in p.shape) for p in task.func.params]
     inputs = [rng.standard_normal(s, dtype=np.float32) for s in shapes[:-1]]

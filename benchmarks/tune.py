@@ -21,7 +21,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
@@ -33,30 +32,14 @@ if sys.path and os.path.abspath(sys.path[0] or os.curdir) == _HERE:
 import numpy as np  # noqa: E402
 
 import compiler  # noqa: E402
-import workers  # noqa: E402
 from compiler.runtime.profiling import time_raw  # noqa: E402
-from compiler.schedule import Schedule, Trace  # noqa: E402
 from compiler.topi.reference import numpy_function  # noqa: E402
-from db import SQLDatabase  # noqa: E402
 from tuner.task import TuneTask  # noqa: E402
-from tuner.tune import TuneOptions, TuneResult, tune  # noqa: E402
 
 sys.path.append(_HERE)  # the packages are imported: now the sibling modules can be
 from onnx_peer import onnxruntime_version, session_for  # noqa: E402
+from tuned_workloads import CONV, GEMM, tune_from_scratch  # noqa: E402
 
-GEMM = {"op": "matmul", "args": {"m": 1024, "n": 1024, "k": 1024}}
-CONV = {
-    "op": "conv2d_nchw",
-    "args": {
-        "batch": 1,
-        "in_channels": 64,
-        "height": 56,
-        "width": 56,
-        "out_channels": 64,
-        "kernel": 3,
-        "padding": 1,
-    },
-}
 WORKLOADS = {"gemm": ("gemm_1024", GEMM), "conv2d": ("conv2d_1x64x56x56_k3", CONV)}
 REPEATS = 7
 WINDOWS = 5
@@ -79,20 +62,6 @@ def reference_of(task: TuneTask) -> Callable[..., np.ndarray]:
     return numpy_function(json.loads(task.spec))
 
 
-def built(task: TuneTask, trace: str) -> compiler.runtime.Module:
-    sch = Schedule(task.func)
-    Trace.from_json(trace).apply_to_schedule(sch)
-    return compiler.build(sch.mod, target=task.target)
-
-
-def tune_once(task: TuneTask, trials: int, seed: int) -> TuneResult:
-    with tempfile.TemporaryDirectory() as folder:
-        url = f"sqlite:///{os.path.join(folder, 'tune.db')}"
-        with SQLDatabase(url) as database, workers.create("local") as backend:
-            options = TuneOptions(trials=trials, seed=seed)
-            return tune(task, database=database, workers=backend, options=options)
-
-
 def baselines(task: TuneTask, spec: dict[str, Any], arrays: list[np.ndarray]) -> dict[str, Any]:
     inputs, out = arrays[:-1], arrays[-1]
     reference = reference_of(task)
@@ -110,12 +79,11 @@ def baselines(task: TuneTask, spec: dict[str, Any], arrays: list[np.ndarray]) ->
 
 def seed_row(task: TuneTask, arrays: list[np.ndarray], trials: int, seed: int) -> dict[str, Any]:
     start = time.monotonic()
-    result = tune_once(task, trials, seed)
+    result, kernel = tune_from_scratch(task, trials=trials, seed=seed)
     tune_seconds = time.monotonic() - start
     if not result.best:
         raise RuntimeError(f"seed {seed}: no schedule succeeded in {trials} trials")
     best = result.best[0]
-    kernel = built(task, best.trace)
     expected = reference_of(task)(*arrays[:-1])
     kernel(*arrays)
     np.testing.assert_allclose(arrays[-1], expected, rtol=1e-3, atol=1e-3)

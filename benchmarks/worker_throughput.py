@@ -1,7 +1,7 @@
 """Workers: build throughput and measurement overhead, local and Ray, on GEMM candidates.
 
-    python benchmarks/workers.py            # both backends
-    python benchmarks/workers.py --json     # last line: one JSON object
+    python benchmarks/worker_throughput.py            # both backends
+    python benchmarks/worker_throughput.py --json     # last line: one JSON object
 
 The candidates are tilings of a 128 x 128 x 128 fp32 GEMM (sampled tile sizes,
 the classic i, j, k, i, j order, the outer loop parallel, the inner one

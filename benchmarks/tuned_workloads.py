@@ -1,0 +1,42 @@
+"""The workloads the tuning benchmarks share, and tuning one of them from scratch.
+
+Imported by ``tune.py`` and ``coexist.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import compiler
+import workers
+from db import SQLDatabase
+from tuner.task import TuneTask
+from tuner.tune import TuneOptions, TuneResult, tune
+
+GEMM = {"op": "matmul", "args": {"m": 1024, "n": 1024, "k": 1024}}
+CONV = {
+    "op": "conv2d_nchw",
+    "args": {
+        "batch": 1,
+        "in_channels": 64,
+        "height": 56,
+        "width": 56,
+        "out_channels": 64,
+        "kernel": 3,
+        "padding": 1,
+    },
+}
+
+
+def tune_from_scratch(
+    task: TuneTask, *, trials: int, seed: int
+) -> tuple[TuneResult, compiler.runtime.Module]:
+    """``task`` tuned with the local workers into a temporary database, and the module
+    ``compiler.build`` makes from that database (the best re-timed schedule)."""
+    with tempfile.TemporaryDirectory() as folder:
+        url = f"sqlite:///{os.path.join(folder, 'tune.db')}"
+        with SQLDatabase(url) as database, workers.create("local") as backend:
+            options = TuneOptions(trials=trials, seed=seed)
+            result = tune(task, database=database, workers=backend, options=options)
+            return result, compiler.build(task.func, target=task.target, database=database)
