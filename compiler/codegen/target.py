@@ -14,6 +14,7 @@ changes between them.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
 from dataclasses import dataclass
@@ -258,11 +259,18 @@ def _cpu_features(cpu: str) -> str:
 
 @functools.cache
 def init_llvm() -> None:
-    """Initialize LLVM's native target and load the OpenMP runtime, once per process."""
+    """Initialize LLVM's native target and load the OpenMP runtime, once per process.
+
+    LLVM unloads the libraries it loaded when the process exits, while OpenMP's idle
+    threads may still be spinning in libgomp's code (always, under
+    ``OMP_WAIT_POLICY=active``): they would crash the exiting process. Loading libgomp
+    once more with ``RTLD_NODELETE`` keeps it mapped until the process is gone."""
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     llvm.initialize_native_asmparser()
-    llvm.load_library_permanently(_libgomp_path())
+    libgomp = _libgomp_path()
+    llvm.load_library_permanently(libgomp)
+    ctypes.CDLL(libgomp, mode=os.RTLD_GLOBAL | os.RTLD_NODELETE)
 
 
 def _libgomp_path() -> str:

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 
@@ -165,3 +170,31 @@ def test_build_a_te_schedule_with_args(rng):
     y = np.zeros((12, 8), "float32")
     lib(x, y)
     np.testing.assert_allclose(y, 3 * x, rtol=1e-6)
+
+
+def test_a_process_exits_cleanly_while_openmp_threads_spin() -> None:
+    """Under OMP_WAIT_POLICY=active OpenMP's idle threads spin in libgomp until the
+    process ends; LLVM unloading libgomp at exit used to crash every such process."""
+    script = textwrap.dedent(
+        """
+        import numpy as np, compiler
+        from compiler import te
+        n = 4096
+        a = te.placeholder((n,), name="A")
+        c = te.compute((n,), lambda i: a[i] * 2.0, name="C")
+        sch = compiler.Schedule(te.create_prim_func([a, c]))
+        (i,) = sch.get_loops(sch.get_block("C"))
+        sch.parallel(sch.split(i, factors=[None, 64])[0])
+        kernel = compiler.build(sch.mod, target="llvm")["main"]
+        x = np.random.default_rng(0).standard_normal(n).astype("float32")
+        y = np.empty_like(x)
+        kernel(x, y)
+        assert np.array_equal(y, x * 2)
+        print("ran")
+        """
+    )
+    env = {**os.environ, "OMP_WAIT_POLICY": "active", "OMP_NUM_THREADS": "2"}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "ran"), done.stderr
