@@ -20,6 +20,7 @@ from ir_interpreter import InterpreterError, random_args, run_func
 
 from compiler import te
 from compiler.ir import expr as E
+from compiler.ir.analysis import replace_buffer
 from compiler.ir.buffer import Buffer
 from compiler.ir.function import PrimFunc
 from compiler.ir.stmt import (
@@ -114,9 +115,12 @@ def test_interpreter_integer_division_semantics() -> None:
 
 
 def test_interpreter_rejects_out_of_bounds_access() -> None:
-    A = te.placeholder((4,), name="A")
+    A = te.placeholder((5,), name="A")
     B = te.compute((4,), lambda i: A[i + 1], name="B")
-    func = te.create_prim_func([A, B])
+    in_bounds = te.create_prim_func([A, B])
+    short = Buffer("A", (E.const(4),))
+    func = replace_buffer(in_bounds, in_bounds.params[0], short)
+    func = dataclasses.replace(func, params=(short, func.params[1]))
     with pytest.raises(InterpreterError, match="out of bounds"):
         run_func(func, *random_args(func))
 
