@@ -42,7 +42,7 @@ def split(func: PrimFunc, loop: For, factors: list[int | None]) -> tuple[PrimFun
             f"split of loop {name!r}: only serial loops split; it is {loop.kind.value}"
         )
     extent = const_int(loop.extent)
-    _check_factors_fit(loop, extent, factors)
+    _check_factors_fit(loop, factors)
     known = math.prod(f for f in factors if f is not None)
     if None in factors:
         if extent is not None:
@@ -92,30 +92,17 @@ def _check_factors(name: str, factors: list[int | None]) -> None:
             )
 
 
-def _check_factors_fit(loop: For, extent: int | None, factors: list[int | None]) -> None:
-    """A factor above a constant extent only adds iterations the predicate skips (2**40
-    of them run for hours), and one the loop variable's type cannot hold wraps around
-    and runs none: both are refused, as TVM refuses factors that do not fit."""
+def _check_factors_fit(loop: For, factors: list[int | None]) -> None:
+    """The split loops count up to the product of the factors: a product the loop
+    variable's type cannot hold wraps around (2**63 ran no iteration at all) or runs
+    for hours (2**40), so it is refused, as TVM refuses factors that do not fit."""
     name = loop.loop_var.name
     dtype = loop.loop_var.dtype
-    for f in factors:
-        if f is None:
-            continue
-        if extent is not None and f > max(extent, 1):
-            raise ScheduleError(
-                f"split of loop {name!r}: factor {f} exceeds the loop's extent {extent}; "
-                f"give factors of at most {max(extent, 1)}"
-            )
-        if not fits(f, dtype):
-            raise ScheduleError(
-                f"split of loop {name!r}: factor {f} does not fit the loop variable's type "
-                f"{dtype}; give factors below 2**{int(dtype.removeprefix('int')) - 1}"
-            )
     product = math.prod(f for f in factors if f is not None)
     if not fits(product, dtype):
         raise ScheduleError(
-            f"split of loop {name!r}: factors {factors} multiply to {product}, more than the "
-            f"loop variable's type {dtype} holds; give smaller factors"
+            f"split of loop {name!r} (extent {loop.extent}): factors {factors} multiply to "
+            f"{product}, more than its type {dtype} holds; give factors of at most the extent"
         )
 
 
