@@ -15,6 +15,7 @@ changes between them.
 from __future__ import annotations
 
 import ctypes
+import difflib
 import functools
 import os
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import llvmlite.binding as llvm
 
+from compiler.codegen.llvm_catalogue import catalogue
 from compiler.errors import CompilerError
 
 TARGET_FORMS = (
@@ -101,7 +103,9 @@ class LLVMTarget:
             cpu = llvm.get_host_cpu_name()
             features = _host_features() if features is None else features
         num_cores = _parse_num_cores(target, options.get("num-cores", "0"))
-        return LLVMTarget(cpu, features or "", num_cores, options.get("mtriple", ""))
+        parsed = LLVMTarget(cpu, features or "", num_cores, options.get("mtriple", ""))
+        check_supported(parsed, str(target))
+        return parsed
 
     @property
     def codegen_features(self) -> tuple[str, ...]:
@@ -287,15 +291,80 @@ def _libgomp_path() -> str:
     return "libgomp.so.1"
 
 
-@functools.cache
-def target_machine(target: LLVMTarget) -> llvm.TargetMachine:
-    """The target machine for ``target``, shared by every build for that target."""
+def check_supported(target: LLVMTarget, spelled: str) -> None:
+    """Refuse a CPU or feature LLVM does not know, and one that cannot run code for a
+    64-bit triple, before LLVM sees it: LLVM would ignore the name and then end the
+    process while generating code. ``spelled`` is the target as the user wrote it."""
     init_llvm()
     triple = target.triple or llvm.get_process_triple()
     try:
-        llvm_target = llvm.Target.from_triple(triple)
+        known = catalogue(triple)
     except RuntimeError as err:
-        raise TargetError(f"target {target}: LLVM cannot generate code for {triple!r}") from err
+        raise TargetError(
+            f"target {spelled!r}: LLVM cannot generate code for {triple!r}; leave out "
+            f"-mtriple for this machine's ({llvm.get_process_triple()})"
+        ) from err
+    listing = f"python -m compiler.codegen.llvm_catalogue lists those of {triple}"
+    if target.cpu not in known.cpus:
+        raise TargetError(
+            f"target {spelled!r}: LLVM knows no CPU {target.cpu!r}"
+            f"{_did_you_mean(target.cpu, known.cpus)}; leave out -mcpu for this machine's "
+            f"({llvm.get_host_cpu_name()}) or name a known one ({listing})"
+        )
+    for feature in (f for f in target.features.split(",") if f):
+        if feature[1:] not in known.features:
+            raise TargetError(
+                f"target {spelled!r}: LLVM knows no feature {feature[1:]!r}"
+                f"{_did_you_mean(feature[1:], known.features)}; name known ones ({listing})"
+            )
+    if triple.startswith("x86_64"):
+        _check_x86_64(target, spelled)
+
+
+# CPUs without 64-bit instructions, which LLVM accepts for an x86-64 triple and then
+# aborts on; a test builds for every CPU LLVM lists to keep this complete.
+X86_32BIT_CPUS = frozenset(
+    (
+        "athlon athlon-4 athlon-mp athlon-tbird athlon-xp c3 c3-2 geode i386 i486 i586 "
+        "i686 k6 k6-2 k6-3 lakemont pentium pentium-m pentium-mmx pentium2 pentium3 "
+        "pentium3m pentium4 pentium4m pentium_4 pentium_4_sse3 pentium_ii pentium_iii "
+        "pentium_iii_no_xmm_regs pentium_m pentium_mmx pentium_pro pentiumpro prescott "
+        "winchip-c6 winchip2 yonah"
+    ).split()
+)
+# What the x86-64 ABI itself needs: turning one off aborts LLVM while generating code.
+X86_64_BASELINE = ("64bit", "sse", "sse2")
+
+
+def _check_x86_64(target: LLVMTarget, spelled: str) -> None:
+    if target.cpu in X86_32BIT_CPUS:
+        raise TargetError(
+            f"target {spelled!r}: CPU {target.cpu!r} cannot run 64-bit code; name a 64-bit "
+            f"CPU (e.g. x86-64) or leave out -mcpu for this machine's ({llvm.get_host_cpu_name()})"
+        )
+    for feature in (f for f in target.features.split(",") if f):
+        if feature[1:].endswith("-mode"):
+            raise TargetError(
+                f"target {spelled!r}: {feature!r} is set by the triple, not by -mattr; "
+                "drop it from -mattr"
+            )
+        if feature[0] == "-" and feature[1:] in X86_64_BASELINE:
+            raise TargetError(
+                f"target {spelled!r}: x86-64 code needs {feature[1:]!r}, so it cannot be "
+                f"turned off; drop {feature!r} from -mattr"
+            )
+
+
+def _did_you_mean(name: str, known: frozenset[str]) -> str:
+    close = difflib.get_close_matches(name, sorted(known), n=3)
+    return f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
+
+
+@functools.cache
+def target_machine(target: LLVMTarget) -> llvm.TargetMachine:
+    """The target machine for ``target``, shared by every build for that target."""
+    check_supported(target, str(target))
+    llvm_target = llvm.Target.from_triple(target.triple or llvm.get_process_triple())
     return llvm_target.create_target_machine(
         cpu=target.cpu, features=target.features, opt=3, reloc="pic", codemodel="default"
     )

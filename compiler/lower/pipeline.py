@@ -14,6 +14,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from compiler.arith.access_bounds import check_accesses
 from compiler.ir.function import IRModule, PrimFunc
 from compiler.lower.compact_buffers import compact_buffers
 from compiler.lower.flatten_buffers import flatten_buffers
@@ -31,6 +32,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("lower_blocks", lower_blocks),
     Pass("compact_buffers", compact_buffers),
     Pass("simplify", simplify),
+    Pass("check_accesses", check_accesses),
     Pass("flatten_buffers", flatten_buffers),
 )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from compiler.arith.access_bounds import check_accesses
 from compiler.ir import expr as E
 from compiler.ir.analysis import free_vars, substitute
 from compiler.ir.buffer import Buffer
@@ -74,6 +75,7 @@ def lower_tensors(tensors: Sequence[Tensor]) -> tuple[PrimFunc, dict[Operation, 
     params = tuple(buffers[id(t.op)] for t in tensors)
     func = PrimFunc(params, BlockRealize((), true_predicate(), root), {"global_symbol": "main"})
     _check_bound(ops, func)
+    check_accesses(func)
     return func, block_names
 
 

@@ -20,6 +20,7 @@ from ir_interpreter import InterpreterError, random_args, run_func
 
 from compiler import te
 from compiler.ir import expr as E
+from compiler.ir.analysis import replace_buffer
 from compiler.ir.buffer import Buffer
 from compiler.ir.function import PrimFunc
 from compiler.ir.stmt import (
@@ -114,9 +115,12 @@ def test_interpreter_integer_division_semantics() -> None:
 
 
 def test_interpreter_rejects_out_of_bounds_access() -> None:
-    A = te.placeholder((4,), name="A")
+    A = te.placeholder((5,), name="A")
     B = te.compute((4,), lambda i: A[i + 1], name="B")
-    func = te.create_prim_func([A, B])
+    in_bounds = te.create_prim_func([A, B])
+    short = Buffer("A", (E.const(4),))
+    func = replace_buffer(in_bounds, in_bounds.params[0], short)
+    func = dataclasses.replace(func, params=(short, func.params[1]))
     with pytest.raises(InterpreterError, match="out of bounds"):
         run_func(func, *random_args(func))
 
@@ -524,3 +528,46 @@ def test_reorder_refuses_a_loop_that_fuses_spatial_and_reduce_iterations() -> No
     with pytest.raises(ScheduleError, match="binds both spatial and reduce"):
         sch.reorder(inner, outer)
     assert (sch.mod.script(), len(sch.trace)) == before
+
+
+@pytest.mark.parametrize(
+    ("factors", "product"),
+    [
+        ([None, 2**63], 2**63),
+        ([None, 2**40], 2**40),
+        ([None, 10**30], 10**30),
+        ([2**20, 2**20], 2**40),
+    ],
+)
+def test_split_refuses_factors_the_loop_type_cannot_hold(factors, product) -> None:
+    sch = Schedule(elementwise(64))
+    (loop,) = sch.get_loops(sch.get_block("B"))
+    message = rf"split of loop 'i0' \(extent 64\): factors .* multiply to {product}, more than"
+    with pytest.raises(ScheduleError, match=message):
+        sch.split(loop, factors)
+
+
+def test_split_of_a_symbolic_loop_refuses_factors_its_type_cannot_hold() -> None:
+    n = te.var("n")
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i], name="B")
+    sch = Schedule(te.create_prim_func([A, B]))
+    (loop,) = sch.get_loops(sch.get_block("B"))
+    with pytest.raises(ScheduleError, match="more than its type int32 holds"):
+        sch.split(loop, [None, 2**31 - 1, 2])
+
+
+def test_fuse_refuses_loops_whose_product_the_type_cannot_hold() -> None:
+    A = te.placeholder((65536, 65536), name="A")
+    B = te.compute((65536, 65536), lambda i, j: A[i, j], name="B")
+    sch = Schedule(te.create_prim_func([A, B]))
+    i, j = sch.get_loops(sch.get_block("B"))
+    with pytest.raises(ScheduleError, match="4294967296 iterations"):
+        sch.fuse(i, j)
+
+
+def test_sample_perfect_tile_refuses_an_absurd_number_of_factors() -> None:
+    sch = Schedule(elementwise(64))
+    (loop,) = sch.get_loops(sch.get_block("B"))
+    with pytest.raises(ScheduleError, match=r"n must be an int in \[1, 16\], got 1000000000"):
+        sch.sample_perfect_tile(loop, n=10**9, max_innermost_factor=4)

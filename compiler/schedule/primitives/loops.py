@@ -14,6 +14,7 @@ import itertools
 import math
 from typing import Any
 
+from compiler.arith.const_interval import fits
 from compiler.ir import expr as E
 from compiler.ir.analysis import substitute, uses_var
 from compiler.ir.expr import PrimExpr, Var
@@ -41,6 +42,7 @@ def split(func: PrimFunc, loop: For, factors: list[int | None]) -> tuple[PrimFun
             f"split of loop {name!r}: only serial loops split; it is {loop.kind.value}"
         )
     extent = const_int(loop.extent)
+    _check_factors_fit(loop, factors)
     known = math.prod(f for f in factors if f is not None)
     if None in factors:
         if extent is not None:
@@ -88,6 +90,20 @@ def _check_factors(name: str, factors: list[int | None]) -> None:
             raise ScheduleError(
                 f"split of loop {name!r}: factor {f!r} must be a positive int or None"
             )
+
+
+def _check_factors_fit(loop: For, factors: list[int | None]) -> None:
+    """The split loops count up to the product of the factors: a product the loop
+    variable's type cannot hold wraps around (2**63 ran no iteration at all) or runs
+    for hours (2**40), so it is refused, as TVM refuses factors that do not fit."""
+    name = loop.loop_var.name
+    dtype = loop.loop_var.dtype
+    product = math.prod(f for f in factors if f is not None)
+    if not fits(product, dtype):
+        raise ScheduleError(
+            f"split of loop {name!r} (extent {loop.extent}): factors {factors} multiply to "
+            f"{product}, more than its type {dtype} holds; give factors of at most the extent"
+        )
 
 
 def add_predicate(stmt: Stmt, condition: PrimExpr) -> Stmt:
@@ -151,6 +167,12 @@ def fuse(func: PrimFunc, loops: list[For]) -> tuple[PrimFunc, Var]:
             value = _as_dtype(loop.min, dtype) + value
         mapping[loop.loop_var] = _as_dtype(value, loop.loop_var.dtype)
         stride = _mul(stride, extent)
+    total = const_int(stride)
+    if total is not None and not fits(total, dtype):
+        raise ScheduleError(
+            f"cannot fuse loops {names}: together they run {total} iterations, more than "
+            f"the loop variable's type {dtype} holds; fuse fewer loops"
+        )
     body = substitute(loops[-1].body, mapping)
     new_loop = For(fused, E.const(0, dtype), stride, ForKind.SERIAL, body)
     return replace_node(func, loops[0], new_loop), fused

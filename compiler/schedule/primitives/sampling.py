@@ -17,6 +17,9 @@ from compiler.ir.stmt import For
 from compiler.schedule.errors import ScheduleError
 from compiler.schedule.primitives.common import const_int
 
+# More tile levels than any loop nest uses; a larger n only asks for a list of n ints.
+MAX_TILE_FACTORS = 16
+
 
 def sample_perfect_tile(
     rng: random.Random,
@@ -28,9 +31,10 @@ def sample_perfect_tile(
     """``n`` factors whose product is exactly the loop's constant extent, the
     innermost at most ``max_innermost_factor``; usable as ``split`` factors."""
     name = loop.loop_var.name
-    if not _is_int(n) or n < 1:
+    if not _is_int(n) or not 1 <= n <= MAX_TILE_FACTORS:
         raise ScheduleError(
-            f"sample_perfect_tile of loop {name!r}: n must be an int >= 1, got {n!r}"
+            f"sample_perfect_tile of loop {name!r}: n must be an int in [1, "
+            f"{MAX_TILE_FACTORS}], got {n!r}"
         )
     if not _is_int(max_innermost_factor) or max_innermost_factor < 1:
         raise ScheduleError(
