@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
+REPO = Path(__file__).resolve().parents[2]
+SUPPORT = REPO / "tests" / "support"
 
 
 def fuzz(first_seed: int, count: int) -> Counter[str]:
-    path = os.pathsep.join(str(p) for p in (REPO, REPO / "tests" / "support", HERE))
+    path = os.pathsep.join(str(p) for p in (REPO, SUPPORT))
     child = subprocess.run(
-        [sys.executable, str(HERE / "compiler_fuzz_cases.py"), str(first_seed), str(count)],
+        [sys.executable, str(SUPPORT / "compiler_fuzz_cases.py"), str(first_seed), str(count)],
         capture_output=True,
         text=True,
         cwd=REPO,

@@ -20,7 +20,7 @@ import sys
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from test_schedule_property import RandomChooser, apply_moves
+from schedule_moves import RandomChooser, apply_moves
 
 import compiler
 from compiler import te
