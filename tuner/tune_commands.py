@@ -198,9 +198,12 @@ def _backend(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
 
 def _stored_after_interrupt(url: str, task: TuneTask) -> str:
     """What an interrupted run leaves: the workload's stored records, all kept."""
-    with db.create(url) as database:
-        stored = database.count(task.workload_key, task.target)
-        ok = database.count(task.workload_key, task.target, ok=True)
+    try:
+        with db.create(url) as database:
+            stored = database.count(task.workload_key, task.target)
+            ok = database.count(task.workload_key, task.target, ok=True)
+    except db.DatabaseError as err:
+        return f"interrupted before the database was ready ({err}); run the command again"
     return (
         f"interrupted; {stored} records of {task!r} are stored ({ok} successful); "
         "run the same command again to resume"

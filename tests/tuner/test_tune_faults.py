@@ -93,15 +93,22 @@ def url(tuned, tmp_path) -> Iterator[str]:
     yield f"sqlite:///{copy}"
 
 
-def _interrupt_when(process: subprocess.Popen[str], line_has: str) -> list[str]:
-    """Read standard error until a line holds ``line_has``, then Ctrl-C the group."""
+def _long_run(url: str) -> subprocess.Popen[str]:
+    """A run of 400 trials, 8 a batch: far longer than any test waits for."""
+    return _start(
+        "tune", "matmul", "--shape", "48", "48", "48", "--trials", "400", "--batch-size", "8",
+        "--tuner", "random", "--db", url,
+    )  # fmt: skip
+
+
+def _read_until(process: subprocess.Popen[str], line_has: str) -> list[str]:
+    """Standard error's lines up to the first that holds ``line_has``."""
     assert process.stderr is not None
     seen = []
     for line in process.stderr:
         seen.append(line)
         if line_has in line:
             break
-    os.killpg(process.pid, signal.SIGINT)
     return seen
 
 
@@ -121,12 +128,10 @@ def _check_interrupted(code: int, out: str, err: str) -> None:
 
 def test_ctrl_c_mid_run_ends_with_one_line_and_keeps_every_record(url):
     before = _records(url)
-    process = _start(
-        "tune", "matmul", "--shape", "48", "48", "48", "--trials", "400", "--batch-size", "8",
-        "--tuner", "random", "--db", url,
-    )  # fmt: skip
-    seen = _interrupt_when(process, "16/400 trials")
+    process = _long_run(url)
+    seen = _read_until(process, "16/400 trials")
     committed = _records(url)
+    os.killpg(process.pid, signal.SIGINT)
     code, out, err = _finish(process, seen)
     _check_interrupted(code, out, err)
     after = _records(url)
@@ -153,16 +158,11 @@ def test_ctrl_c_during_set_up_ends_with_one_line(tmp_path, url):
 
 def test_workers_of_a_killed_run_exit_quietly(url):
     before = _records(url)
-    process = _start(
-        "tune", "matmul", "--shape", "48", "48", "48", "--trials", "400", "--batch-size", "8",
-        "--tuner", "random", "--db", url,
-    )  # fmt: skip
-    assert process.stderr is not None
-    for line in process.stderr:
-        if "8/400 trials" in line:
-            break
+    process = _long_run(url)
+    _read_until(process, "8/400 trials")
     process.kill()
     # Standard error ends when the last worker that shares it has exited.
+    assert process.stderr is not None
     rest = process.stderr.read()
     process.wait()
     assert "Traceback" not in rest and "Error" not in rest, rest
