@@ -40,6 +40,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (DatabaseError, WorkersError, OSError) as err:
         print(f"tensortune: {err}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt as err:
+        print(f"tensortune: {err or 'interrupted'}", file=sys.stderr)
+        return 130
     return 0
 
 

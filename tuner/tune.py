@@ -31,15 +31,34 @@ from compiler.workload.key import workload_to_json
 from db import Database, Measurement, Purpose, TuningRecord
 from tuner import search
 from tuner import space as spaces
+from tuner.failures import FailureGroup, describe_failures, group_failures
 from tuner.measurement import to_measurement
 from tuner.progress import Progress
 from tuner.search import MeasureResult, SearchStrategy
 from tuner.space import TraceCandidate
 from tuner.task import TuneTask
 from tuner.transfer import similar_workloads
-from workers import Candidate, RunResult, Workers
+from workers import Candidate, ErrorKind, RunResult, Workers
 
 RECORD_PAGE = 1000
+# The accepted range of each numeric option. A seed reaches numpy and XGBoost, which
+# take an unsigned 32-bit one; the others bound what one run may ask for.
+OPTION_RANGES: dict[str, tuple[int, int]] = {
+    "trials": (1, 1_000_000),
+    "batch_size": (1, 10_000),
+    "early_stopping": (1, 1_000_000),
+    "seed": (0, 2**32 - 1),
+    "retime_top": (0, 1_000),
+    "retime_rounds": (1, 1_000),
+}
+
+
+class TuneOptionsError(ValueError):
+    """A tuning option is out of its range (``OPTION_RANGES``); ``option`` names it."""
+
+    def __init__(self, option: str, message: str) -> None:
+        super().__init__(message)
+        self.option = option
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,6 +79,18 @@ class TuneOptions:
     retime_rounds: int = 5
     transfer: bool = True
 
+    def __post_init__(self) -> None:
+        """Refuse an out-of-range option here, before a run stores anything."""
+        for name, (low, high) in OPTION_RANGES.items():
+            value = getattr(self, name)
+            if value is None and name == "early_stopping":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise TuneOptionsError(
+                    name,
+                    f"TuneOptions.{name} must be an integer from {low} to {high}, got {value!r}",
+                )
+
 
 @dataclass(frozen=True)
 class RankedSchedule:
@@ -74,12 +105,13 @@ class RankedSchedule:
 
 @dataclass(frozen=True)
 class TuneResult:
-    """What a run did: ``measured`` trials this run (``errors`` of them failed),
-        ``restored`` trials found in the database (``space`` names the space searched,
-    ``space_size`` its number of points when it has one), ``transferred`` records of
-        ``similar`` other workloads the search learned from, why it stopped, the best GFLOP/s so
-        far after each trial of this run (``curve``), and the best schedules re-timed,
-        fastest first (``best``)."""
+    """What a run did: ``measured`` trials this run (``errors`` of them failed, grouped
+    by kind in ``failures``), ``restored`` trials found in the database (``space`` names
+    the space searched, ``space_size`` its number of points when it has one),
+    ``transferred`` records of ``similar`` other workloads the search learned from, why
+    it stopped, the best GFLOP/s so far after each trial of this run (``curve``), and
+    the best schedules re-timed, fastest first (``best``; after an interrupt, the best
+    stored ones, not re-timed)."""
 
     task: TuneTask
     space: str
@@ -93,6 +125,7 @@ class TuneResult:
     best: tuple[RankedSchedule, ...] = field(default=())
     transferred: int = 0
     similar: int = 0
+    failures: tuple[FailureGroup, ...] = ()
 
     @property
     def interrupted(self) -> bool:
@@ -149,8 +182,9 @@ def tune(
         reason = loop.run(strategy)
     if progress is not None:
         progress.finish()
-    best: tuple[RankedSchedule, ...] = ()
-    if reason != "interrupted":
+    if reason == "interrupted":
+        best = _unretimed_best(task, database, options)
+    else:
         best, reason = _retime(task, database, workers, options, reason)
     return TuneResult(
         task=task,
@@ -165,6 +199,7 @@ def tune(
         best=best,
         transferred=transferred,
         similar=similar,
+        failures=group_failures(loop.failed),
     )
 
 
@@ -184,6 +219,7 @@ class _Loop:
         self.best_seconds: float | None = None
         self.measured = 0
         self.errors = 0
+        self.failed: list[tuple[ErrorKind, str]] = []
         self.curve: list[float] = []
 
     def run(self, strategy: SearchStrategy) -> str:
@@ -222,6 +258,8 @@ class _Loop:
             seconds = run.seconds
             if seconds is None:
                 self.errors += 1
+                assert run.error_kind is not None and run.error is not None
+                self.failed.append((run.error_kind, run.error))
             elif self.best_seconds is None or seconds < self.best_seconds:
                 self.best_seconds = seconds
             self.curve.append(self.best_gflops or 0.0)
@@ -274,6 +312,21 @@ def _retime(
         ranked.append(RankedSchedule(record.trace, record.seconds, seconds, gflops))
     ranked.sort(key=lambda r: (r.seconds is None, r.seconds or 0.0, r.search_seconds))
     return tuple(ranked), reason
+
+
+def _unretimed_best(
+    task: TuneTask, database: Database, options: TuneOptions
+) -> tuple[RankedSchedule, ...]:
+    """The fastest stored search measurements, not re-timed: what an interrupted run
+    has found so far (it re-times nothing; the next run does)."""
+    top = database.best(
+        task.workload_key, task.target, k=max(1, options.retime_top), purpose=Purpose.SEARCH
+    )
+    return tuple(
+        RankedSchedule(record.trace, record.seconds, None, None)
+        for record in top
+        if record.seconds is not None
+    )
 
 
 def _retiming(record: TuningRecord, rounds: Sequence[RunResult]) -> Measurement:
@@ -336,6 +389,8 @@ def format_table(result: TuneResult) -> str:
         f"{result.measured} measured this run ({result.errors} errors), {result.restored} "
         f"restored, stopped: {result.stop_reason}, {result.wall_seconds:.1f} s"
     )
+    if result.failures:
+        lines.append(describe_failures(result.failures))
     if result.transferred:
         lines.append(
             f"the search learned from {result.transferred} records of {result.similar} "

@@ -22,10 +22,19 @@ from compiler.workload.spec import WorkloadError, known_ops
 from db import Database, Purpose, RecordError
 from db.record import status_of
 from tuner import search, space
+from tuner.failures import one_line
 from tuner.progress import Progress
 from tuner.space import SpaceError
 from tuner.task import TuneTask
-from tuner.tune import TuneOptions, format_table, milliseconds, tune
+from tuner.tune import (
+    OPTION_RANGES,
+    TuneOptions,
+    TuneOptionsError,
+    format_table,
+    milliseconds,
+    tune,
+)
+from workers.ray_address import parse_address
 
 # The spec arguments ``--shape`` fills, by op.
 SHAPE_ARGS: dict[str, tuple[str, ...]] = {
@@ -33,11 +42,20 @@ SHAPE_ARGS: dict[str, tuple[str, ...]] = {
     "batch_matmul": ("batch", "m", "n", "k"),
     "dense": ("batch", "in_features", "out_features"),
 }
-KEY_PATTERN = re.compile(r"^[0-9a-f]{64}$")
+# A workload key, or the start of one: ``records`` prints the first 12 characters.
+RAY_CONNECT_TIMEOUT_S = 30.0
+MAX_RAY_CONNECT_TIMEOUT_S = 3600.0
+KEY_PREFIX = re.compile(r"^[0-9a-f]{1,64}$")
+MIN_KEY_PREFIX = 8
 
 
 class UsageError(ValueError):
     """The command line does not name a valid workload, target or option."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a run; the message says what the database holds, so the command
+    line can end with one line instead of a traceback (exit code 130)."""
 
 
 def add_commands(commands: Any) -> None:
@@ -60,6 +78,12 @@ def add_commands(commands: Any) -> None:
     )
     tune_parser.add_argument("--workers", choices=workers.KINDS, default="local")
     tune_parser.add_argument("--ray-address", help="a Ray cluster to use (implies --workers ray)")
+    tune_parser.add_argument(
+        "--ray-connect-timeout",
+        type=float,
+        default=RAY_CONNECT_TIMEOUT_S,
+        help=f"seconds to wait for the Ray cluster to answer (default {RAY_CONNECT_TIMEOUT_S:g})",
+    )
     tune_parser.set_defaults(run=run_tune)
 
     best = commands.add_parser("best", help="the best stored schedule of a workload")
@@ -93,19 +117,23 @@ def run_tune(url: str, args: argparse.Namespace) -> None:
     task = _task(args)
     options = _tune_options(args)
     _check_space(task, options)
-    kind = "ray" if args.ray_address else args.workers
-    backend_options = {"address": args.ray_address} if kind == "ray" else {}
-    with db.create(url) as database, workers.create(kind, **backend_options) as backend:
-        progress = Progress(options.trials, label=repr(task))
-        result = tune(task, database=database, workers=backend, options=options, progress=progress)
+    kind, backend_options = _backend(args)
+    try:
+        with db.create(url) as database, workers.create(kind, **backend_options) as backend:
+            progress = Progress(options.trials, label=repr(task))
+            result = tune(
+                task, database=database, workers=backend, options=options, progress=progress
+            )
+    except KeyboardInterrupt:
+        raise Interrupted(_stored_after_interrupt(url, task)) from None
     print(format_table(result))
     if result.interrupted:
-        print("interrupted: the records measured so far are stored; run again to resume")
+        raise Interrupted(_stored_after_interrupt(url, task))
 
 
 def run_best(url: str, args: argparse.Namespace) -> None:
-    key, target = _key_and_target(args)
     with db.create(url) as database:
+        key, target = _key_and_target(args, database)
         top = database.best(key, target)
         flops = _flop_count(database, key)
     if not top:
@@ -130,23 +158,56 @@ def run_best(url: str, args: argparse.Namespace) -> None:
 
 
 def run_records(url: str, args: argparse.Namespace) -> None:
-    key, target = (None, None)
-    if args.workload or args.spec:
-        key, target = _key_and_target(args)
     if not 1 <= args.limit <= 10_000:
         raise UsageError(f"--limit must be from 1 to 10000, got {args.limit}")
     with db.create(url) as database:
+        key, target = (None, None)
+        if args.workload or args.spec:
+            key, target = _key_and_target(args, database)
         page = database.records(key, target, limit=args.limit, before_id=args.before)
-    print(f"{'id':>7}  {'workload':12}  {'status':12}  {'ms':>10}  {'purpose':7}  target")
+    print(f"{'id':>7}  {'workload':12}  {'status':12}  {'ms':>10}  {'purpose':7}  target  error")
     for record in page:
         ms = milliseconds(record.seconds)
         status = status_of(record.error_kind)
+        error = f"  {one_line(record.error)}" if record.error else ""
         print(
             f"{record.id:>7}  {record.workload_key[:12]}  {status:12}  {ms:>10}  "
-            f"{record.purpose.value:7}  {record.target}"
+            f"{record.purpose.value:7}  {record.target}{error}"
         )
     if len(page) == args.limit:
         print(f"more: --before {page[-1].id}")
+
+
+def _backend(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """The workers kind and its options, the Ray address and timeout checked."""
+    if args.ray_address is None and args.workers != "ray":
+        return args.workers, {}
+    timeout = args.ray_connect_timeout
+    if not 0 < timeout <= MAX_RAY_CONNECT_TIMEOUT_S:
+        raise UsageError(
+            f"--ray-connect-timeout must be more than 0 and at most "
+            f"{MAX_RAY_CONNECT_TIMEOUT_S:g} seconds, got {timeout:g}"
+        )
+    if args.ray_address is not None:
+        try:
+            parse_address(args.ray_address)
+        except workers.WorkersError as err:
+            raise UsageError(f"--ray-address: {err}") from err
+    return "ray", {"address": args.ray_address, "connect_timeout_s": timeout}
+
+
+def _stored_after_interrupt(url: str, task: TuneTask) -> str:
+    """What an interrupted run leaves: the workload's stored records, all kept."""
+    try:
+        with db.create(url) as database:
+            stored = database.count(task.workload_key, task.target)
+            ok = database.count(task.workload_key, task.target, ok=True)
+    except db.DatabaseError as err:
+        return f"interrupted before the database was ready ({err}); run the command again"
+    return (
+        f"interrupted; {stored} records of {task!r} are stored ({ok} successful); "
+        "run the same command again to resume"
+    )
 
 
 # ---- reading the command line ----------------------------------------------------------
@@ -161,19 +222,23 @@ def _task(args: argparse.Namespace) -> TuneTask:
 
 
 def _tune_options(args: argparse.Namespace) -> TuneOptions:
-    for name in ("trials", "batch_size", "early_stopping"):
-        value = getattr(args, name)
-        if value is not None and value < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
-    return TuneOptions(
-        trials=args.trials,
-        tuner=args.tuner,
-        batch_size=args.batch_size,
-        early_stopping=args.early_stopping,
-        seed=args.seed,
-        template=args.template,
-        transfer=args.transfer,
-    )
+    """The options, every one checked (``TuneOptions`` checks the ranges) before a
+    worker starts or anything is stored."""
+    try:
+        return TuneOptions(
+            trials=args.trials,
+            tuner=args.tuner,
+            batch_size=args.batch_size,
+            early_stopping=args.early_stopping,
+            seed=args.seed,
+            template=args.template,
+            transfer=args.transfer,
+        )
+    except TuneOptionsError as err:
+        low, high = OPTION_RANGES[err.option]
+        value = getattr(args, err.option)
+        flag = "--" + err.option.replace("_", "-")
+        raise UsageError(f"{flag} must be at least {low} and at most {high}, got {value}") from err
 
 
 def _check_space(task: TuneTask, options: TuneOptions) -> None:
@@ -233,16 +298,49 @@ def _load_json(text_or_path: str) -> Any:
         raise UsageError(f"the spec {text_or_path!r} is not valid JSON: {err}") from err
 
 
-def _key_and_target(args: argparse.Namespace) -> tuple[str, str]:
-    if args.workload and KEY_PATTERN.match(args.workload) and args.spec is None:
+def _key_and_target(args: argparse.Namespace, database: Database) -> tuple[str, str]:
+    """The workload the arguments name, as a stored key, and the canonical target."""
+    workload = args.workload
+    if workload and args.spec is None and _names_a_key(workload):
         from compiler.schedule.tuned import canonical_target
 
         try:
-            return args.workload, canonical_target(args.target)
+            target = canonical_target(args.target)
         except TargetError as err:
             raise UsageError(str(err)) from err
+        return _stored_key(database, workload), target
     task = _task(args)
     return task.workload_key, task.target
+
+
+def _names_a_key(workload: str) -> bool:
+    """Whether ``workload`` is meant as a key (or the start of one): hex, and neither an
+    op (``add`` is hex too) nor a file."""
+    return (
+        bool(KEY_PREFIX.match(workload))
+        and workload not in known_ops()
+        and not (os.path.isfile(workload))
+    )
+
+
+def _stored_key(database: Database, prefix: str) -> str:
+    """The one stored workload key that starts with ``prefix``."""
+    if len(prefix) < MIN_KEY_PREFIX:
+        raise UsageError(
+            f"workload key {prefix!r} is too short: give at least {MIN_KEY_PREFIX} of its "
+            "hex characters (tensortune records prints 12)"
+        )
+    keys = [entry.key for entry in database.workloads() if entry.key.startswith(prefix)]
+    if not keys:
+        raise UsageError(
+            f"no stored workload key starts with {prefix!r}; tensortune records lists them"
+        )
+    if len(keys) > 1:
+        raise UsageError(
+            f"workload key {prefix!r} is ambiguous: {len(keys)} stored keys start with it "
+            f"({', '.join(key[:16] for key in keys)}); give more of its characters"
+        )
+    return keys[0]
 
 
 def _flop_count(database: Database, key: str) -> int | None:

@@ -6,7 +6,8 @@ ROLE ``build`` answers ``build`` requests with the build function HOOK names; RO
 (a "module:attribute" name, see ``workers.base.load_hook``). The process ends when
 the parent closes its end of the request pipe, or when the parent itself is gone (a
 watchdog thread notices), so a child never outlives the process that owns it, even
-one stuck in a hung kernel.
+one stuck in a hung kernel. A parent that is gone ends the child quietly: its work
+has nobody to go to, and a traceback about a broken pipe would only alarm.
 """
 
 from __future__ import annotations
@@ -37,10 +38,13 @@ def main(argv: list[str]) -> int:
     while True:
         try:
             header, payload = receive(requests)
-        except EOFError:
+        except (EOFError, ConnectionResetError):
             return 0
         reply, reply_payload = handle(header, payload)
-        send(replies, reply, reply_payload)
+        try:
+            send(replies, reply, reply_payload)
+        except (BrokenPipeError, ConnectionResetError):
+            return 0
 
 
 Message = tuple[dict[str, Any], bytes | None]  # a JSON header and maybe a payload

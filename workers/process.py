@@ -6,6 +6,10 @@ half-alive. Parent and child talk over a pair of pipes, one message per frame
 (``multiprocessing.connection`` framing, nothing pickled): a JSON header, then,
 when the header says so, one frame of raw bytes (a library). A candidate that
 crashes or hangs takes down only its child, which the parent kills and replaces.
+
+Each child runs in a process group of its own, so a Ctrl-C at the terminal (a SIGINT
+to the foreground group) reaches only the parent, which decides what happens to the
+work in flight; a child never prints a KeyboardInterrupt of its own.
 """
 
 from __future__ import annotations
@@ -67,7 +71,9 @@ class WorkerProcess:
     ``prepared`` is the parent's note of which workloads the current child already
     holds a reference for, ``served`` of how many requests its owner counted; a
     fresh child starts with none. Every child, replacements included, gets the
-    environment as it was when this object was made, with ``env`` on top.
+    environment as it was when this object was made, with ``env`` on top. A
+    replacement starts when the next request is sent, so a run that stops (Ctrl-C)
+    does not start children only to end them.
     """
 
     def __init__(self, role: str, hook: str, env: Mapping[str, str] | None = None) -> None:
@@ -78,6 +84,7 @@ class WorkerProcess:
         self._env = {**os.environ, **(env or {})}
         path = self._env.get("PYTHONPATH")
         self._env["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, path]))
+        self._running = False
         self._start()
 
     def _start(self) -> None:
@@ -92,14 +99,14 @@ class WorkerProcess:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 env=self._env,
+                process_group=0,
             )
         finally:
             os.close(child_read)
             os.close(child_write)
         self._requests = Connection(parent_write, readable=False)
         self._replies = Connection(parent_read, writable=False)
-        self.prepared = set()
-        self.served = 0
+        self._running = True
         self._finalizer = weakref.finalize(self, _kill, self._process)
 
     @property
@@ -108,7 +115,10 @@ class WorkerProcess:
         return self._replies
 
     def send(self, header: Mapping[str, Any], payload: bytes | None = None) -> bool:
-        """Send a request; False when the child is already gone."""
+        """Send a request (starting a replacement child first if one is due); False
+        when the child is already gone."""
+        if not self._running:
+            self._start()
         try:
             send(self._requests, header, payload)
         except (BrokenPipeError, ConnectionResetError):
@@ -141,12 +151,15 @@ class WorkerProcess:
         return outcome
 
     def replace(self) -> None:
-        """Kill this child (if it still runs) and start a fresh one."""
-        self._stop(kill=True)
-        self._start()
+        """Kill this child (if it still runs); a fresh one serves the next request."""
+        if self._running:
+            self._stop(kill=True)
+        self.prepared = set()
+        self.served = 0
 
     def close(self) -> None:
-        self._stop(kill=False)
+        if self._running:
+            self._stop(kill=False)
 
     def _stop(self, kill: bool) -> None:
         self._requests.close()
@@ -158,6 +171,7 @@ class WorkerProcess:
             _kill(self._process)
         self._replies.close()
         self._finalizer.detach()
+        self._running = False
 
     def _exit_description(self) -> str:
         try:

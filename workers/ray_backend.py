@@ -43,18 +43,34 @@ from workers.base import (
     WorkersError,
     load_hook,
 )
+from workers.ray_address import check_reachable
+
+DEFAULT_CONNECT_TIMEOUT_S = 30.0
 
 
-def connect(address: str | None, num_cpus: int | None = None) -> bool:
+def connect(
+    address: str | None,
+    num_cpus: int | None = None,
+    connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+) -> bool:
     """Join the Ray cluster at ``address`` or, without one, start a Ray in this
     process (no dashboard). True when this call connected, so the caller shuts the
-    connection down when done; False when this process was already connected."""
+    connection down when done; False when this process was already connected. An
+    address where no cluster answers within ``connect_timeout_s`` is a WorkersError
+    (``workers.ray_address``), not minutes of Ray retrying."""
     if ray.is_initialized():
         return False
     if address is None:
         ray.init(num_cpus=num_cpus, include_dashboard=False)
-    else:
+        return True
+    check_reachable(address, connect_timeout_s)
+    try:
         ray.init(address=address)
+    except ConnectionError as err:
+        raise WorkersError(
+            f"cannot join the Ray cluster at {address!r}: {_first_line(err)}; check that "
+            "the address is the one its head node printed"
+        ) from None
     return True
 
 
@@ -62,6 +78,7 @@ def create_ray(
     *,
     address: str | None = None,
     num_cpus: int | None = None,
+    connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
     runner_resource: str | None = None,
     build_resources: Mapping[str, float] | None = None,
     build_timeout_s: float = 30.0,
@@ -75,7 +92,7 @@ def create_ray(
     """Connect (see ``connect``), then a RayBuilder and a RayRunner; closing the
     Workers disconnects again if this call connected. ``build_function`` and
     ``measurer`` name the code the tasks and actors run (``workers.base.load_hook``)."""
-    connected = connect(address, num_cpus)
+    connected = connect(address, num_cpus, connect_timeout_s)
     try:
         builder = RayBuilder(
             timeout_s=build_timeout_s,

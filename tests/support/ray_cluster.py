@@ -47,6 +47,9 @@ RAY_ENV = {
     "RAY_health_check_failure_threshold": "3",
 }
 MARK = "SCENARIO "
+# Ray's command line through this interpreter: the ``ray`` script need not be on PATH
+# (a virtual environment that is not activated), and no other Ray is picked up.
+RAY_CLI = [sys.executable, "-m", "ray.scripts.scripts"]
 
 
 def isolation_unavailable() -> str | None:
@@ -114,13 +117,13 @@ class Cluster:
         self._connect(1 + len(worker_nodes))
 
     def _start_head(self) -> None:
-        command = ["ray", "start", "--head", f"--port={PORT}", *self._common()]
+        command = [*RAY_CLI, "start", "--head", f"--port={PORT}", *self._common()]
         command += ["--include-dashboard=false", "--disable-usage-stats"]
         command.append(f"--temp-dir={self.temp_dir}")
         subprocess.run(command, check=True, capture_output=True)
 
     def _start_worker(self, resources: Mapping[str, float]) -> None:
-        command = ["ray", "start", f"--address={self.address}", *self._common()]
+        command = [*RAY_CLI, "start", f"--address={self.address}", *self._common()]
         command += [f"--resources={json.dumps(dict(resources))}", "--block"]
         self.workers.append(
             subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -131,9 +131,12 @@ class _CtrlCDuringBatch(Runner):
 def test_ctrl_c_between_batches_keeps_the_committed_ones(task, database, backend):
     progress = _InterruptAt(64, after=2)
     result = tune(task, database=database, workers=backend, options=_options(64), progress=progress)
-    assert result.interrupted and result.best == ()
-    assert result.measured == 16
+    assert result.interrupted and result.measured == 16
     assert _check_no_repeats(database, task) == 16
+    assert result.best and all(row.seconds is None for row in result.best)
+    stored = database.best(task.workload_key, task.target, k=len(result.best))
+    assert [row.trace for row in result.best] == [r.trace for r in stored]
+    assert "stopped: interrupted" in format_table(result)
 
 
 def test_ctrl_c_during_a_batch_drops_only_that_batch(task, database, backend):
