@@ -1,0 +1,190 @@
+"""The ``tensortune`` command line under random input: every command line either
+succeeds or ends with one error line, never a traceback, a hang or a signal.
+
+Arguments come from hypothesis: random flags of every command, numbers at the edges
+of their types, random text, and files with random content for ``--spec`` and
+``db import``. Sizes stay at 3 or below (or beyond int64): a valid workload with a
+dimension of a billion is a long run by nature, not a fault. Ray is left out (a
+cluster start per example would dominate the time); its addresses are fuzzed only in
+forms that must be refused before any connection.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cli_server import ESCAPED, CliServer, Outcome
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from compiler.workload.spec import known_ops
+
+EDGE_NUMBERS = [
+    "-1",
+    "0",
+    "1",
+    "2",
+    "3",
+    "2147483647",
+    "2147483648",
+    "9223372036854775807",
+    "9223372036854775808",
+    "99999999999999999999999",
+    "-99999999999999999999999",
+    "1e30",
+    "nan",
+    "1.5",
+    "",
+    "x",
+]
+SMALL_SHAPED_OPS = ["matmul", "batch_matmul", "dense"]
+SMALL_SIZES = ["-1", "0", "1", "2", "3", "9223372036854775808", "99999999999999999999999", "x"]
+SPEC_VALUES = [-1, 0, 1, 2, 3, 2**63, 10**30, 1.5, 1e30, None, True, "x", [], [2, 3], [0], {}]
+SPEC_KEYS = ["m", "n", "k", "batch", "shape", "in_channels", "out_channels", "height", "width"]
+SPEC_KEYS += ["kernel", "padding", "stride", "axis", "in_features", "out_features", "dtype"]
+
+text = st.text(max_size=12)
+numbers = st.one_of(st.sampled_from(EDGE_NUMBERS), text)
+spec_dicts = st.fixed_dictionaries(
+    {"op": st.one_of(st.sampled_from(known_ops()), text)},
+    optional={"args": st.dictionaries(st.sampled_from(SPEC_KEYS), st.sampled_from(SPEC_VALUES))},
+)
+file_contents = st.one_of(
+    st.binary(max_size=300),
+    spec_dicts.map(lambda spec: json.dumps(spec).encode()),
+    st.lists(spec_dicts.map(json.dumps), max_size=4).map(lambda lines: "\n".join(lines).encode()),
+)
+
+
+class Files:
+    """Writes each example's file contents to a new file under ``folder``."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.names: Iterator[int] = itertools.count()
+
+    def write(self, content: bytes) -> str:
+        path = self.folder / f"input-{next(self.names)}"
+        path.write_bytes(content)
+        return str(path)
+
+
+@st.composite
+def command_lines(draw: st.DrawFn, files: Files, url: str) -> list[str]:
+    """One random command line of any ``tensortune`` command."""
+
+    def flag(name: str, values: st.SearchStrategy[str]) -> list[str]:
+        return [name, draw(values)] if draw(st.booleans()) else []
+
+    workload = st.one_of(
+        st.sampled_from([*SMALL_SHAPED_OPS, *known_ops()]),
+        text,
+        st.text(alphabet="0123456789abcdef", min_size=1, max_size=64),
+        file_contents.map(files.write),
+    )
+    spec = st.one_of(spec_dicts.map(json.dumps), text, file_contents.map(files.write))
+    databases = st.sampled_from([url, url, url, "", "sqlite://", "nosuch://x", "not a url"])
+    argv: list[str] = []
+    command = draw(
+        st.sampled_from(
+            ["tune", "best", "records", "upgrade", "current", "export", "import", "merge", "prune"]
+        )
+    )
+    if command in ("tune", "best", "records"):
+        argv = [command]
+        if draw(st.booleans()):
+            argv.append(draw(workload))
+        if draw(st.booleans()):
+            argv += ["--shape", *draw(st.lists(st.sampled_from(SMALL_SIZES), max_size=4))]
+        argv += flag("--spec", spec)
+        argv += flag("--target", st.sampled_from(["llvm", "llvm -mcpu=nosuch", "cuda", "", "x"]))
+    if command == "tune":
+        argv += flag("--trials", numbers) + flag("--batch-size", numbers)
+        argv += flag("--early-stopping", numbers) + flag("--seed", numbers)
+        argv += flag("--template", st.one_of(text, st.just("matmul")))
+        argv += flag("--tuner", st.sampled_from(["xgb", "ga", "random", "grid", "bogus", ""]))
+        argv += flag("--workers", st.sampled_from(["local", "cloud", ""]))
+        argv += flag("--ray-address", st.sampled_from(["not an address", "", "host:port", ":"]))
+    elif command == "best":
+        argv += ["--json"] if draw(st.booleans()) else []
+    elif command == "records":
+        argv += flag("--limit", numbers) + flag("--before", numbers)
+    elif command in ("upgrade", "current", "export", "import", "merge", "prune"):
+        argv = ["db", command]
+        if command == "upgrade":
+            argv += flag("--revision", st.one_of(st.sampled_from(["head", "base"]), text))
+        elif command == "export":
+            argv += flag("--best", numbers)
+            argv += flag("-o", st.sampled_from(["/nonexistent/dir/out", str(files.folder)]))
+        elif command == "import":
+            argv.append(draw(st.one_of(file_contents.map(files.write), text)))
+        elif command == "merge":
+            argv.append(draw(st.one_of(st.just(url), text, file_contents.map(files.write))))
+        else:
+            argv += flag("--keep", numbers)
+    if draw(st.booleans()):
+        argv += ["--db", draw(databases)]
+    return argv
+
+
+def check(argv: list[str], outcome: Outcome) -> None:
+    """Success, or a non-zero exit whose last stderr line is tensortune's one-line
+    error (argparse may print its usage above it); never a traceback or a fault."""
+    shown = f"tensortune {' '.join(map(repr, argv))}\n--- stderr ---\n{outcome.stderr}"
+    assert outcome.fault is None, f"{outcome.fault}: {shown}"
+    assert outcome.code != ESCAPED, f"an exception left main(): {shown}"
+    assert "Traceback" not in outcome.stderr, f"a traceback: {shown}"
+    if outcome.code == 0:
+        return
+    lines = outcome.stderr.strip().splitlines()
+    assert lines, f"exit {outcome.code} without a message: {shown}"
+    assert lines[-1].startswith("tensortune"), f"not a tensortune error line: {shown}"
+    before = lines[:-1]
+    assert not before or before[0].startswith("usage:"), f"more than one error line: {shown}"
+
+
+@pytest.fixture(scope="module")
+def fuzz_home(tmp_path_factory) -> Iterator[tuple[CliServer, Files, str]]:
+    home = tmp_path_factory.mktemp("cli-fuzz")
+    url = f"sqlite:///{home / 'tuning.db'}"
+    env = {**os.environ, "TENSORTUNE_DB_URL": url, "XDG_DATA_HOME": str(home), "HOME": str(home)}
+    server = CliServer(env, home / "stderr.log", timeout_s=240.0)
+    seeded = ["tune", "matmul", "--shape", "2", "3", "2", "--trials", "4", "--db", url]
+    check(seeded, server.run(seeded))
+    files_folder = home / "files"
+    files_folder.mkdir()
+    try:
+        yield server, Files(files_folder), url
+    finally:
+        server.close()
+
+
+def fuzz(fuzz_home: tuple[CliServer, Files, str], examples: int) -> None:
+    server, files, url = fuzz_home
+
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(data=st.data())
+    def one_command_line(data: st.DataObject) -> None:
+        argv = data.draw(command_lines(files, url), label="argv")
+        check(argv, server.run(argv))
+
+    one_command_line()
+
+
+def test_random_command_lines_succeed_or_say_why_in_one_line(fuzz_home) -> None:
+    fuzz(fuzz_home, examples=40)
+
+
+@pytest.mark.slow
+def test_five_hundred_random_command_lines(fuzz_home) -> None:
+    fuzz(fuzz_home, examples=500)
