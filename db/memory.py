@@ -111,16 +111,19 @@ class MemoryDatabase(Database):
             for r in self._records
             if r.workload_key == workload_key and r.target == target and r.ok and not r.stale
         ]
-        newest_retimes = {r.trace_hash: r for r in current if r.purpose is Purpose.RETIME}
+        fastest_retimes: dict[str, TuningRecord] = {}
+        for r in sorted(current, key=lambda r: (r.min_seconds, r.id), reverse=True):
+            if r.purpose is Purpose.RETIME:
+                fastest_retimes[r.trace_hash] = r
         found: list[TuningRecord] = []
         if purpose in (None, Purpose.RETIME):
-            found += sorted(newest_retimes.values(), key=lambda r: (r.min_seconds, r.id))[:k]
+            found += sorted(fastest_retimes.values(), key=lambda r: (r.min_seconds, r.id))[:k]
         if purpose in (None, Purpose.SEARCH):
             searched = [
                 r
                 for r in current
                 if r.purpose is Purpose.SEARCH
-                and (purpose is Purpose.SEARCH or r.trace_hash not in newest_retimes)
+                and (purpose is Purpose.SEARCH or r.trace_hash not in fastest_retimes)
             ]
             found += sorted(searched, key=lambda r: (r.min_seconds, r.id))[: k - len(found)]
         return found

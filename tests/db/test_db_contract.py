@@ -350,3 +350,46 @@ def test_stale_records_are_reported_never_applied(database, key, make, caplog):
     with caplog.at_level(logging.WARNING, logger="db.base"):
         assert other.best_trace(key, ZEN) == split_trace(5).to_json_string()
     assert "1 records are stale" in caplog.text
+
+
+def test_a_noisy_retiming_never_flips_the_ranking_and_every_timing_is_kept(database, key):
+    database.commit_records([ok(key, 3, [70e-6]), ok(key, 5, [90e-6])])
+    database.commit_records([retime(key, 3, [64e-6, 66e-6]), retime(key, 5, [80e-6])])
+    database.commit_records([retime(key, 3, [2.2e-3, 2.4e-3])])
+    best = database.best(key, ZEN, 2)
+    assert [r.trace for r in best] == [split_trace(f).to_json_string() for f in (3, 5)]
+    assert [r.seconds for r in best] == [64e-6, 80e-6]
+    assert database.best(key, ZEN, 1, purpose=Purpose.RETIME)[0].seconds == 64e-6
+    timings = [r.run_times for r in database.records(key, purpose=Purpose.RETIME)]
+    assert timings == [(2.2e-3, 2.4e-3), (80e-6,), (64e-6, 66e-6)]
+
+
+def test_equal_measurements_in_one_batch_stay_two_through_export_and_import(database, key, make):
+    twice = [ok(key, 3, [1e-3], worker_host="h"), ok(key, 3, [1e-3], worker_host="h")]
+    database.commit_records(twice)
+    out = io.StringIO()
+    assert database.export_jsonl(out) == 2
+    other = make()
+    assert other.import_jsonl(out.getvalue().splitlines()).records_added == 2
+    assert other.count(key, ZEN) == 2
+    again = other.import_jsonl(out.getvalue().splitlines())
+    assert (again.records_added, again.records_skipped) == (0, 2)
+    assert other.count(key, ZEN) == 2
+
+
+@pytest.mark.parametrize(
+    "cut, message",
+    [
+        (lambda lines: lines[:-1], "ends without its trailer"),
+        (lambda lines: [*lines[:-2], lines[-1]], "the stream holds 1 and 1: it is damaged"),
+        (lambda lines: [*lines, lines[-2]], "a line after the stream's end"),
+    ],
+)
+def test_a_cut_or_padded_export_is_refused_whole(database, key, make, cut, message):
+    database.commit_records([ok(key, 3, [1e-3]), ok(key, 5, [2e-3])])
+    out = io.StringIO()
+    database.export_jsonl(out)
+    other = make()
+    with pytest.raises(RecordError, match=message):
+        other.import_jsonl(cut(out.getvalue().splitlines()))
+    assert other.workloads() == [] and other.count() == 0
