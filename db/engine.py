@@ -121,16 +121,23 @@ def _translate_errors(url: URL) -> Any:
         reason = _first_line(getattr(error, "orig", error))
         if context.connection is None:
             raise ConnectError(
-                f"cannot open the tuning database {shown(url)}: {reason}; check that the "
-                f"server runs, the file is readable and the URL is right, or unset "
-                f"{URL_VARIABLE} to use the embedded SQLite file"
+                f"cannot open the tuning database {shown(url)}: {reason}; "
+                + (
+                    _fix(reason)
+                    or "check that the server runs, the file is readable and the URL is "
+                    f"right, or unset {URL_VARIABLE} to use the embedded SQLite file"
+                )
             )
-        raise StorageError(f"the tuning database {shown(url)} failed: {reason}; {_fix(reason)}")
+        raise StorageError(
+            f"the tuning database {shown(url)} failed: {reason}; "
+            + (_fix(reason) or "check that the database is reachable and has room, then retry")
+        )
 
     return on_error
 
 
-def _fix(reason: str) -> str:
+def _fix(reason: str) -> str | None:
+    """What to do about a storage failure the driver describes, when it is a known one."""
     lowered = reason.lower()
     if "readonly" in lowered or "read-only" in lowered or "permission" in lowered:
         return (
@@ -147,7 +154,7 @@ def _fix(reason: str) -> str:
             f"another process held it locked for over {BUSY_TIMEOUT_S} s: try again when "
             "that process is done"
         )
-    return "check that the database is reachable and has room, then try again"
+    return None
 
 
 def _parse(url: str) -> URL:

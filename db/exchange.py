@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import IO, Any
@@ -258,7 +258,7 @@ def _parse_lines(lines: Iterable[str]) -> list[tuple[int, dict[str, Any]]]:
     documents: list[tuple[int, dict[str, Any]]] = []
     version = None
     trailer = None
-    for number, line in _numbered(lines):
+    for number, line in enumerate(text_lines(lines), start=1):
         if not line.strip():
             continue
         try:
@@ -285,22 +285,20 @@ def _parse_lines(lines: Iterable[str]) -> list[tuple[int, dict[str, Any]]]:
     return documents
 
 
-def _numbered(lines: Iterable[str]) -> Iterator[tuple[int, str]]:
-    """The lines with their numbers; text that is not UTF-8 is refused by line."""
+def text_lines(lines: Iterable[str]) -> list[str]:
+    """The stream's lines, read whole; text that is not UTF-8 is refused by line."""
+    read: list[str] = []
     iterator = iter(lines)
-    number = 0
     while True:
-        number += 1
         try:
-            line = next(iterator)
+            read.append(next(iterator))
         except StopIteration:
-            return
+            return read
         except UnicodeDecodeError:
             raise RecordError(
-                f"line {number}: not UTF-8 text (a compressed or binary file?); give the "
-                "JSON lines that tensortune db export writes, uncompressed"
+                f"line {len(read) + 1}: not UTF-8 text (a compressed or binary file?); give "
+                "the JSON lines that tensortune db export writes, uncompressed"
             ) from None
-        yield number, line
 
 
 def _check_trailer(

@@ -79,7 +79,7 @@ def prune(connection: Connection, keep: int) -> int:
 def plan_import(
     connection: Connection, lines: Iterable[str], checker: TraceChecker
 ) -> exchange.ImportPlan:
-    lines = list(lines)
+    lines = exchange.text_lines(lines)
     stored = workload_rows(connection, exchange.workload_keys_named(lines))
     stored_json = {key: row.json for key, row in stored.items()}
     return exchange.plan_import(lines, stored_json, _fingerprints(connection, stored), checker)
