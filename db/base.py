@@ -54,12 +54,14 @@ class Database(abc.ABC):
     def best(
         self, workload_key: str, target: str, k: int = 1, *, purpose: Purpose | None = None
     ) -> list[TuningRecord]:
-        """The ``k`` best current-format successes of the workload on the target. A
-        trace that was re-timed ranks by its newest re-timing (its median), ahead of
-        the traces ranked by their search measurement (its mean): a tuning run re-times
-        its fastest schedules, so a lucky search measurement ranks behind them. With
-        ``purpose`` SEARCH: every search measurement by its mean (what a tuning run
-        re-times); RETIME: only the re-timed traces. Ties go to the older record."""
+        """The ``k`` best current-format successes of the workload on the target, each
+        ranked by ``TuningRecord.seconds`` (its fastest run). A trace that was re-timed
+        ranks by the fastest of all its re-timings, ahead of the traces ranked by their
+        search measurement: a tuning run re-times its fastest schedules, so a lucky search
+        measurement ranks behind them, and one re-timing slowed by a loaded host never
+        hides the trace's earlier ones. With ``purpose`` SEARCH: every search
+        measurement (what a tuning run re-times); RETIME: only the re-timed traces.
+        Ties go to the older record."""
 
     @abc.abstractmethod
     def records(

@@ -4,6 +4,11 @@ SQLite is set up for several worker processes writing one file at once: WAL mode
 (readers never block the writer), a busy timeout (a writer waits its turn instead of
 failing), and write transactions that take the write lock when they begin
 (``BEGIN IMMEDIATE``), so two writers never deadlock upgrading a read lock.
+
+Every engine opened here is the database's border: a failure of the storage under any
+statement (a read-only file, damaged pages, a lock held too long, a server gone) leaves
+it as a ``db.errors`` error naming the database and what to do, never as a driver's
+exception.
 """
 
 from __future__ import annotations
@@ -12,11 +17,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, text
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
+from sqlalchemy import Engine, create_engine, event, exc, text
+from sqlalchemy.engine import URL, ExceptionContext, make_url
 
-from db.errors import ConnectError
+from db.errors import ConnectError, StorageError
 
 URL_VARIABLE = "TENSORTUNE_DB_URL"
 URL_FORMS = (
@@ -50,14 +54,17 @@ def shown(url: str | URL) -> str:
     """The URL as it may appear in a message: with the password hidden."""
     try:
         return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
+    except exc.ArgumentError:
         return str(url)
 
 
-def open_engine(url: str) -> Engine:
+def open_engine(url: str, *, create: bool = True) -> Engine:
     """An engine for ``url``, checked by connecting; raises ConnectError naming the URL
-    (password hidden) and what to do when the database cannot be opened."""
+    (password hidden) and what to do when the database cannot be opened. With ``create``
+    False a SQLite file that does not exist is refused instead of made empty."""
     parsed = _parse(url)
+    if not create:
+        _check_exists(parsed)
     if parsed.get_backend_name() == "sqlite":
         engine = create_engine(parsed, connect_args={"timeout": BUSY_TIMEOUT_S})
         _set_up_sqlite(engine)
@@ -67,23 +74,93 @@ def open_engine(url: str) -> Engine:
             connect_args={"connect_timeout": CONNECT_TIMEOUT_S},
             pool_pre_ping=True,
         )
+    event.listen(engine, "handle_error", _translate_errors(parsed))
     try:
         with engine.connect() as connection:
             connection.execute(text("SELECT 1"))
-    except DBAPIError as err:
+    except BaseException:
         engine.dispose()
-        raise ConnectError(
-            f"cannot open the tuning database {shown(parsed)}: {_first_line(err.orig)}; "
-            f"check that the server runs and the URL is right, or unset {URL_VARIABLE} "
-            "to use the embedded SQLite file"
-        ) from None
+        raise
     return engine
+
+
+def in_memory(url: str) -> bool:
+    """Whether ``url`` names a SQLite database held in memory, gone when the process ends."""
+    parsed = _parse(url)
+    return parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:")
+
+
+def sqlite_file(parsed: URL) -> Path | None:
+    """The file a SQLite URL names; None for PostgreSQL, memory and ``file:`` URIs."""
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or database in (None, "", ":memory:"):
+        return None
+    if database.startswith("file:"):
+        return None
+    return Path(database)
+
+
+def _check_exists(parsed: URL) -> None:
+    path = sqlite_file(parsed)
+    if path is not None and not path.is_file():
+        raise ConnectError(
+            f"no tuning database at {shown(parsed)} (the file {str(path)!r} does not exist); "
+            "check the path"
+        )
+
+
+def _translate_errors(url: URL) -> Any:
+    """The engine's ``handle_error`` listener: a storage failure becomes a StorageError
+    (a ConnectError while connecting) that names the database and the fix. Errors that
+    mean a bug in a statement (``ProgrammingError``, ``IntegrityError``) pass unchanged."""
+
+    def on_error(context: ExceptionContext) -> None:
+        error = context.sqlalchemy_exception
+        if type(error) not in (exc.OperationalError, exc.DatabaseError, exc.InterfaceError):
+            return
+        reason = _first_line(getattr(error, "orig", error))
+        if context.connection is None:
+            raise ConnectError(
+                f"cannot open the tuning database {shown(url)}: {reason}; "
+                + (
+                    _fix(reason)
+                    or "check that the server runs, the file is readable and the URL is "
+                    f"right, or unset {URL_VARIABLE} to use the embedded SQLite file"
+                )
+            )
+        raise StorageError(
+            f"the tuning database {shown(url)} failed: {reason}; "
+            + (_fix(reason) or "check that the database is reachable and has room, then retry")
+        )
+
+    return on_error
+
+
+def _fix(reason: str) -> str | None:
+    """What to do about a storage failure the driver describes, when it is a known one."""
+    lowered = reason.lower()
+    if "readonly" in lowered or "read-only" in lowered or "permission" in lowered:
+        return (
+            "it is read-only: check the permissions of the file and its folder (and any "
+            "mode=ro in the URL), or give another --db URL"
+        )
+    if "malformed" in lowered or "not a database" in lowered or "corrupt" in lowered:
+        return (
+            "its file is damaged: restore it from a backup or an export (tensortune db "
+            "import FILE --db NEW_URL), or give another --db URL"
+        )
+    if "locked" in lowered:
+        return (
+            f"another process held it locked for over {BUSY_TIMEOUT_S} s: try again when "
+            "that process is done"
+        )
+    return None
 
 
 def _parse(url: str) -> URL:
     try:
         parsed = make_url(url)
-    except ArgumentError:
+    except exc.ArgumentError:
         raise ConnectError(
             f"database URL {url!r} does not parse; the forms are {', '.join(URL_FORMS)}"
         ) from None
@@ -97,7 +174,7 @@ def _parse(url: str) -> URL:
         )
     try:
         parsed.get_dialect()
-    except NoSuchModuleError as err:
+    except exc.NoSuchModuleError as err:
         raise ConnectError(f"database URL {shown(parsed)}: {err}") from None
     return parsed
 

@@ -16,3 +16,8 @@ class ConnectError(DatabaseError):
 
 class SchemaError(DatabaseError):
     """The database's schema is not the revision this tensortune needs."""
+
+
+class StorageError(DatabaseError):
+    """The database's storage failed under a statement: a read-only file, damaged
+    pages, a lock held past the busy timeout, a server gone away."""

@@ -2,11 +2,16 @@
 
 The stream is a header line, then one line per workload, then one per record:
 
-    {"format": "tensortune.records", "version": 3}
+    {"format": "tensortune.records", "version": 4}
     {"kind": "workload", "key": "...", "name": "...", "flop_count": 123, "json": "..."}
     {"kind": "record", "workload": "<key>", "target": "llvm -mcpu=znver3 ...", ...}
+    {"kind": "end", "workloads": 1, "records": 1}
 
-Version 3 gives each record its ``purpose`` (a search measurement or a re-timing).
+Version 4 ends with a trailer that counts the lines before it, so a stream cut short
+(at a line end or not) is refused whole instead of half imported; a version 4 stream
+without its trailer, with lines after it or with other counts is refused. Streams of
+versions 1 to 3 have no trailer and are read as they are. Version 3 gives each record
+its ``purpose`` (a search measurement or a re-timing).
 Version 2 carried a re-timing inside its record (``retime_times``, ``retimed_at``):
 such a line reads as the search record plus a re-timing record. Version 1 had no
 re-timings. A record keeps the trace format and tensortune versions it was written
@@ -14,16 +19,19 @@ with, so an old record moved into a new database is still recognised as stale.
 Importing checks every line as a commit does (a current-format trace must replay on
 its workload, a workload's key must be the hash of its JSON) before anything is
 written, and skips records that are already there, so importing twice adds nothing
-the second time.
+the second time. Records are told apart by everything they measured (the
+``fingerprint``), counted as a multiset: two equal measurements in one stream are two
+records, and importing them again finds both there.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import IO, Any
 
 from db.compiler_border import (
     TRACE_FORMAT_VERSION,
@@ -37,6 +45,7 @@ from db.errors import RecordError
 from db.record import Purpose, TuningRecord, WorkloadEntry, status_of
 from db.validate import (
     TraceChecker,
+    check_flop_count,
     check_outcome,
     check_text,
     outcome_columns,
@@ -45,9 +54,10 @@ from db.validate import (
 )
 
 FORMAT = "tensortune.records"
-VERSION = 3
+VERSION = 4
 HEADER = {"format": FORMAT, "version": VERSION}
-READABLE_VERSIONS = (1, 2, 3)
+READABLE_VERSIONS = (1, 2, 3, 4)
+TRAILED_VERSIONS = (4,)
 RECORD_FIELDS_V1 = (
     "kind",
     "workload",
@@ -67,8 +77,10 @@ RECORD_FIELDS = {
     1: RECORD_FIELDS_V1,
     2: (*RECORD_FIELDS_V1, "retime_times", "retimed_at"),
     3: (*RECORD_FIELDS_V1, "purpose"),
+    4: (*RECORD_FIELDS_V1, "purpose"),
 }
 WORKLOAD_FIELDS = ("kind", "key", "name", "flop_count", "json")
+TRAILER_FIELDS = ("kind", "workloads", "records")
 PURPOSE_NAMES = ", ".join(p.value for p in Purpose)
 
 
@@ -106,12 +118,18 @@ class ImportPlan:
 
 
 def fingerprint(workload_key: str, target: str, row: Mapping[str, Any]) -> tuple:
+    """Everything a measurement measured: two records with other fingerprints are two
+    measurements, and so are two with one fingerprint (a multiset, see plan_import)."""
     return (
         workload_key,
         target,
         row["trace_hash"],
+        row["trace_version"],
+        row["tensortune_version"],
         row["purpose"],
         row["status"],
+        tuple(row["run_times"]),
+        row["error"],
         row["worker_host"],
         row["created_at"],
     )
@@ -120,8 +138,24 @@ def fingerprint(workload_key: str, target: str, row: Mapping[str, Any]) -> tuple
 # export ------------------------------------------------------------------------------
 
 
-def header_line() -> str:
-    return _line(HEADER)
+def write_stream(
+    out: IO[str],
+    workloads: Iterable[WorkloadEntry],
+    records: Iterable[tuple[TuningRecord, str]],
+) -> int:
+    """Write the header, the workloads, the records (each with its target's host
+    description) and the trailer that counts them; returns the number of records."""
+    out.write(_line(HEADER))
+    workload_count = 0
+    for entry in workloads:
+        out.write(workload_line(entry))
+        workload_count += 1
+    record_count = 0
+    for record, host_kind in records:
+        out.write(record_line(record, host_kind))
+        record_count += 1
+    out.write(_line({"kind": "end", "workloads": workload_count, "records": record_count}))
+    return record_count
 
 
 def workload_line(entry: WorkloadEntry) -> str:
@@ -167,11 +201,13 @@ def _line(document: dict[str, Any]) -> str:
 def plan_import(
     lines: Iterable[str],
     stored_workloads: Mapping[str, str],
-    existing: set[tuple],
+    existing: Counter[tuple],
     checker: TraceChecker,
 ) -> ImportPlan:
-    """Check a stream against what a database holds (its workloads' JSON by key, the
-    fingerprints of its records); raises RecordError naming the first bad line."""
+    """Check a stream against what a database holds (its workloads' JSON by key, how
+    many of its records have each fingerprint); raises RecordError naming the first bad
+    line. A record is skipped while the database holds more of its fingerprint than the
+    stream has already matched."""
     documents = _parse_lines(lines)
     checked = {}
     for number, doc in documents:
@@ -179,7 +215,7 @@ def plan_import(
             workload = _checked_workload(doc, f"line {number}")
             checked[workload["key"]] = workload
     plan = ImportPlan(workloads=[w for key, w in checked.items() if key not in stored_workloads])
-    seen = set(existing)
+    unmatched = Counter(existing)
     for number, doc in documents:
         where = f"line {number}"
         if doc["kind"] == "workload":
@@ -195,10 +231,10 @@ def plan_import(
                 checker.check(
                     key, workload_json, record.row["trace"], record.row["trace_hash"], where
                 )
-            if record.fingerprint in seen:
+            if unmatched[record.fingerprint] > 0:
+                unmatched[record.fingerprint] -= 1
                 plan.skipped += 1
                 continue
-            seen.add(record.fingerprint)
             plan.records.append(record)
     return plan
 
@@ -219,9 +255,10 @@ def workload_keys_named(lines: list[str]) -> set[str]:
 
 
 def _parse_lines(lines: Iterable[str]) -> list[tuple[int, dict[str, Any]]]:
-    documents = []
+    documents: list[tuple[int, dict[str, Any]]] = []
     version = None
-    for number, line in enumerate(lines, start=1):
+    trailer = None
+    for number, line in enumerate(text_lines(lines), start=1):
         if not line.strip():
             continue
         try:
@@ -231,10 +268,53 @@ def _parse_lines(lines: Iterable[str]) -> list[tuple[int, dict[str, Any]]]:
         if version is None:
             version = _header_version(doc, number, line)
             continue
+        if trailer is not None:
+            raise RecordError(f"line {number}: a line after the stream's end (line {trailer})")
+        if version in TRAILED_VERSIONS and isinstance(doc, dict) and doc.get("kind") == "end":
+            _check_trailer(doc, documents, f"line {number}")
+            trailer = number
+            continue
         documents.append((number, _checked_kind(doc, version, f"line {number}")))
     if version is None:
         raise RecordError(f"the stream is empty; it starts with {json.dumps(HEADER)}")
+    if version in TRAILED_VERSIONS and trailer is None:
+        raise RecordError(
+            f"the stream ends without its trailer (a version {version} export ends with "
+            '{"kind": "end", ...}): it was cut short; export it again'
+        )
     return documents
+
+
+def text_lines(lines: Iterable[str]) -> list[str]:
+    """The stream's lines, read whole; text that is not UTF-8 is refused by line."""
+    read: list[str] = []
+    iterator = iter(lines)
+    while True:
+        try:
+            read.append(next(iterator))
+        except StopIteration:
+            return read
+        except UnicodeDecodeError:
+            raise RecordError(
+                f"line {len(read) + 1}: not UTF-8 text (a compressed or binary file?); give "
+                "the JSON lines that tensortune db export writes, uncompressed"
+            ) from None
+
+
+def _check_trailer(
+    doc: dict[str, Any], documents: list[tuple[int, dict[str, Any]]], where: str
+) -> None:
+    if set(doc) != set(TRAILER_FIELDS):
+        raise RecordError(f"{where}: the trailer has the fields {', '.join(TRAILER_FIELDS)}")
+    counted = Counter(d["kind"] for _, d in documents)
+    found = {"workloads": counted["workload"], "records": counted["record"]}
+    promised = {"workloads": doc["workloads"], "records": doc["records"]}
+    if found != promised:
+        raise RecordError(
+            f"{where}: the trailer counts {promised['workloads']} workloads and "
+            f"{promised['records']} records, the stream holds {found['workloads']} and "
+            f"{found['records']}: it is damaged or cut short; export it again"
+        )
 
 
 def _header_version(doc: Any, number: int, line: str) -> int:
@@ -271,8 +351,7 @@ def _checked_workload(doc: dict[str, Any], where: str) -> dict[str, Any]:
     if doc["key"] != key:
         raise RecordError(f"{where}: key {doc['key']!r} is not the key of its JSON ({key})")
     flops = doc["flop_count"]
-    if flops is not None and (type(flops) is not int or flops < 0):
-        raise RecordError(f"{where}.flop_count: must be a non-negative integer or null")
+    check_flop_count(flops, f"{where}.flop_count")
     return {
         "key": key,
         "name": check_text(doc["name"], f"{where}.name", 200),

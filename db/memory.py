@@ -8,6 +8,7 @@ behaves the same against SQL.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from typing import IO, Any
 
@@ -110,16 +111,19 @@ class MemoryDatabase(Database):
             for r in self._records
             if r.workload_key == workload_key and r.target == target and r.ok and not r.stale
         ]
-        newest_retimes = {r.trace_hash: r for r in current if r.purpose is Purpose.RETIME}
+        fastest_retimes: dict[str, TuningRecord] = {}
+        for r in sorted(current, key=lambda r: (r.min_seconds, r.id), reverse=True):
+            if r.purpose is Purpose.RETIME:
+                fastest_retimes[r.trace_hash] = r
         found: list[TuningRecord] = []
         if purpose in (None, Purpose.RETIME):
-            found += sorted(newest_retimes.values(), key=lambda r: (r.min_seconds, r.id))[:k]
+            found += sorted(fastest_retimes.values(), key=lambda r: (r.min_seconds, r.id))[:k]
         if purpose in (None, Purpose.SEARCH):
             searched = [
                 r
                 for r in current
                 if r.purpose is Purpose.SEARCH
-                and (purpose is Purpose.SEARCH or r.trace_hash not in newest_retimes)
+                and (purpose is Purpose.SEARCH or r.trace_hash not in fastest_retimes)
             ]
             found += sorted(searched, key=lambda r: (r.min_seconds, r.id))[: k - len(found)]
         return found
@@ -177,13 +181,12 @@ class MemoryDatabase(Database):
     def export_jsonl(self, out: IO[str], *, best_k: int | None = None) -> int:
         if best_k is not None:
             check_k(best_k)
-        out.write(exchange.header_line())
-        for entry in self._workloads.values():
-            out.write(exchange.workload_line(entry))
         kept = self._records if best_k is None else self._best_records(best_k)
-        for record in kept:
-            out.write(exchange.record_line(record, self._host_kinds[record.target]))
-        return len(kept)
+        return exchange.write_stream(
+            out,
+            self._workloads.values(),
+            ((record, self._host_kinds[record.target]) for record in kept),
+        )
 
     def _best_records(self, k: int) -> list[TuningRecord]:
         """The current-format successes of the ``k`` best traces of each workload on
@@ -199,9 +202,9 @@ class MemoryDatabase(Database):
 
     def import_jsonl(self, lines: Iterable[str]) -> exchange.ImportSummary:
         stored = {key: w.json for key, w in self._workloads.items()}
-        existing = {
+        existing = Counter(
             exchange.fingerprint(r.workload_key, r.target, _columns(r)) for r in self._records
-        }
+        )
         plan = exchange.plan_import(lines, stored, existing, self._checker)
         for w in plan.workloads:
             self._workloads[w["key"]] = WorkloadEntry(
@@ -216,8 +219,12 @@ class MemoryDatabase(Database):
 def _columns(record: TuningRecord) -> dict[str, Any]:
     return {
         "trace_hash": record.trace_hash,
+        "trace_version": record.trace_version,
+        "tensortune_version": record.tensortune_version,
         "purpose": record.purpose.value,
         "status": status_of(record.error_kind),
+        "run_times": record.run_times,
+        "error": record.error,
         "worker_host": record.worker_host,
         "created_at": record.created_at,
     }

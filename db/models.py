@@ -133,7 +133,7 @@ class RecordRow(Base):
             "min_seconds",
             "id",
         ),
-        # best(): the newest re-timing of each re-timed trace
+        # best(): the fastest re-timing of each re-timed trace
         Index("ix_records_purpose", "workload_id", "target_id", "purpose", "trace_hash", "id"),
         # is_measured(): has this schedule been measured here already
         Index("ix_records_trace", "workload_id", "target_id", "trace_hash"),

@@ -120,10 +120,10 @@ def ranked(
     connection: Connection, workload_key: str, target: str, k: int, purpose: Purpose | None
 ) -> list[TuningRecord]:
     """The ``k`` best current-format successes of a workload on a (canonical) target,
-    as ``Database.best`` defines them: with ``purpose`` None the newest re-timing of
+    as ``Database.best`` defines them: with ``purpose`` None the fastest re-timing of
     each re-timed trace, then the search measurements of the traces never re-timed, each
     by its fastest run time (``min_seconds``); with a purpose, only those records
-    (every search measurement, or each trace's newest re-timing). Ties: older first."""
+    (every search measurement, or each trace's fastest re-timing). Ties: older first."""
     workload_id = select(WorkloadRow.id).where(WorkloadRow.key == workload_key).scalar_subquery()
     target_id = select(TargetRow.id).where(TargetRow.target == target).scalar_subquery()
 
@@ -143,10 +143,12 @@ def ranked(
     )
     found: list[TuningRecord] = []
     if purpose in (None, Purpose.RETIME):
-        newest = current(select(func.max(RecordRow.id)), Purpose.RETIME).group_by(
-            RecordRow.trace_hash
+        order = func.row_number().over(
+            partition_by=RecordRow.trace_hash, order_by=(RecordRow.min_seconds, RecordRow.id)
         )
-        stmt = rows.where(RecordRow.id.in_(newest)).order_by(RecordRow.min_seconds, RecordRow.id)
+        retimings = current(select(RecordRow.id, order.label("place")), Purpose.RETIME).subquery()
+        fastest = select(retimings.c.id).where(retimings.c.place == 1)
+        stmt = rows.where(RecordRow.id.in_(fastest)).order_by(RecordRow.min_seconds, RecordRow.id)
         found += [to_record(row) for row in connection.execute(stmt.limit(k))]
     if purpose in (None, Purpose.SEARCH) and len(found) < k:
         stmt = current(rows, Purpose.SEARCH)

@@ -16,7 +16,6 @@ from importlib import metadata
 from typing import IO, Any
 
 from sqlalchemy import Connection, func, select
-from sqlalchemy.exc import DBAPIError
 
 from db import jobs, migrate, sql_exchange
 from db.base import Database
@@ -28,7 +27,7 @@ from db.compiler_border import (
     trace_hash,
 )
 from db.engine import WRITE, default_url, open_engine, shown
-from db.errors import RecordError, SchemaError
+from db.errors import SchemaError
 from db.exchange import ImportSummary
 from db.models import RecordRow, TargetRow, WorkloadRow
 from db.queries import (
@@ -78,12 +77,13 @@ class SQLDatabase(Database):
 
     An empty database gets the current schema; one at an older schema revision is
     refused until ``tensortune db upgrade`` has run (``create=False`` refuses an
-    empty one too). Raises ConnectError when the URL cannot be opened.
+    empty one, and a SQLite file that does not exist, too). Raises ConnectError when
+    the URL cannot be opened, SchemaError for a database that is not ours.
     """
 
     def __init__(self, url: str | None = None, *, create: bool = True) -> None:
         self.url = url or default_url()
-        self._engine = open_engine(self.url)
+        self._engine = open_engine(self.url, create=create)
         self._writer = self._engine.execution_options(**{WRITE: True})
         self._checker = TraceChecker()
         self._version = tensortune_version()
@@ -96,15 +96,8 @@ class SQLDatabase(Database):
     def _check_schema(self, create: bool) -> None:
         head = migrate.head_revision()
         revision = migrate.current_revision(self._engine)
-        if revision is None and create and not migrate.has_tables(self._engine):
-            try:
-                migrate.upgrade(self._writer)
-            except DBAPIError:
-                # another process created the schema at the same moment: fine if it is ours
-                revision = migrate.current_revision(self._engine)
-                if revision != head:
-                    raise
-            return
+        if revision is None and create:
+            revision = migrate.create(self._engine)
         if revision != head:
             raise SchemaError(
                 f"the tuning database {shown(self.url)} is at schema revision {revision!r}, "
@@ -273,8 +266,7 @@ class SQLDatabase(Database):
     def prune(self, keep: int) -> int:
         """Delete every record except those of the ``keep`` best traces of each workload
         on each target (failures too); returns how many were deleted."""
-        if type(keep) is not int or keep < 1:
-            raise RecordError(f"keep: must be a positive integer, got {keep!r}")
+        check_k(keep, "keep")
         with self._writer.begin() as connection:
             return sql_exchange.prune(connection, keep)
 

@@ -8,6 +8,7 @@ re-timed trace keeps its search measurement and its re-timings together.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from typing import IO
 
@@ -35,17 +36,16 @@ from db.validate import TraceChecker
 def export_lines(connection: Connection, out: IO[str], best_k: int | None) -> int:
     """Write the stream to ``out``; with ``best_k`` only the records of the best
     ``best_k`` traces of each workload on each target. Returns the number of records."""
-    out.write(exchange.header_line())
-    for row in connection.execute(select(WorkloadRow.__table__).order_by(WorkloadRow.id)):
-        out.write(exchange.workload_line(to_workload(row)))
+    workloads = connection.execute(select(WorkloadRow.__table__).order_by(WorkloadRow.id))
     stmt = record_select().add_columns(TargetRow.host_kind)
     if best_k is not None:
         stmt = stmt.where(RecordRow.id.in_(best_ids(connection, best_k)))
-    count = 0
-    for row in connection.execute(stmt.order_by(RecordRow.id)):
-        out.write(exchange.record_line(to_record(row), row.host_kind))
-        count += 1
-    return count
+    records = connection.execute(stmt.order_by(RecordRow.id))
+    return exchange.write_stream(
+        out,
+        (to_workload(row) for row in workloads.all()),
+        ((to_record(row), row.host_kind) for row in records),
+    )
 
 
 def best_ids(connection: Connection, k: int) -> list[int]:
@@ -79,7 +79,7 @@ def prune(connection: Connection, keep: int) -> int:
 def plan_import(
     connection: Connection, lines: Iterable[str], checker: TraceChecker
 ) -> exchange.ImportPlan:
-    lines = list(lines)
+    lines = exchange.text_lines(lines)
     stored = workload_rows(connection, exchange.workload_keys_named(lines))
     stored_json = {key: row.json for key, row in stored.items()}
     return exchange.plan_import(lines, stored_json, _fingerprints(connection, stored), checker)
@@ -98,25 +98,30 @@ def write_import(connection: Connection, plan: exchange.ImportPlan) -> exchange.
     return exchange.ImportSummary(len(plan.workloads), len(rows), plan.skipped)
 
 
-def _fingerprints(connection: Connection, stored: dict) -> set[tuple]:
+def _fingerprints(connection: Connection, stored: dict) -> Counter[tuple]:
+    """How many records of the stored workloads have each fingerprint."""
     if not stored:
-        return set()
+        return Counter()
     stmt = (
         select(
             WorkloadRow.key,
             TargetRow.target,
             RecordRow.trace_hash,
+            RecordRow.trace_version,
+            RecordRow.tensortune_version,
             RecordRow.purpose,
             RecordRow.status,
+            RecordRow.run_times,
+            RecordRow.error,
             RecordRow.worker_host,
             RecordRow.created_at,
         )
         .select_from(RECORDS)
         .where(RecordRow.workload_id.in_([w.id for w in stored.values()]))
     )
-    return {
+    return Counter(
         exchange.fingerprint(
             row.key, row.target, {**row._mapping, "created_at": as_utc(row.created_at)}
         )
         for row in connection.execute(stmt)
-    }
+    )

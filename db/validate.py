@@ -40,6 +40,8 @@ from db.record import STATUSES, Measurement, Purpose, error_kind_of, status_of
 NAME_LIMIT = 200
 HOST_LIMIT = 200
 MAX_PAGE = 10_000
+# Every stored count and id is a signed 64-bit integer in SQL.
+INT64_MAX = 2**63 - 1
 
 
 def parse_status(status: Any, where: str) -> ErrorKind | None:
@@ -109,8 +111,7 @@ def checked_workload(
     """The stored columns of a workload given as a PrimFunc or an operator spec."""
     func, default_name = _as_func(workload)
     name = check_text(name if name is not None else default_name, "name", NAME_LIMIT)
-    if flop_count is not None and (type(flop_count) is not int or flop_count < 0):
-        raise RecordError(f"flop_count: must be a non-negative integer, got {flop_count!r}")
+    check_flop_count(flop_count, "flop_count")
     return {
         "key": workload_key(func),
         "name": name,
@@ -137,16 +138,27 @@ def _as_func(workload: Any) -> tuple[PrimFunc, str]:
     )
 
 
+def check_flop_count(flop_count: Any, where: str) -> None:
+    """A workload's flop count: None, or a count a 64-bit column holds."""
+    if flop_count is not None and (type(flop_count) is not int or not 0 <= flop_count <= INT64_MAX):
+        raise RecordError(
+            f"{where}: must be an integer from 0 to {INT64_MAX} or null, got {flop_count!r}"
+        )
+
+
 def check_page(limit: Any, before_id: Any) -> None:
     if type(limit) is not int or not 1 <= limit <= MAX_PAGE:
         raise RecordError(f"limit: must be an integer from 1 to {MAX_PAGE}, got {limit!r}")
-    if before_id is not None and type(before_id) is not int:
-        raise RecordError("before_id: must be a record's id (an integer) or None")
+    if before_id is not None and (type(before_id) is not int or not 1 <= before_id <= INT64_MAX):
+        raise RecordError(
+            f"before_id: must be a record's id (an integer from 1 to {INT64_MAX}) or None, "
+            f"got {before_id!r}"
+        )
 
 
-def check_k(k: Any) -> None:
-    if type(k) is not int or k < 1:
-        raise RecordError(f"k: must be a positive integer, got {k!r}")
+def check_k(k: Any, where: str = "k") -> None:
+    if type(k) is not int or not 1 <= k <= INT64_MAX:
+        raise RecordError(f"{where}: must be an integer from 1 to {INT64_MAX}, got {k!r}")
 
 
 def check_outcome(

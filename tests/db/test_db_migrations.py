@@ -186,7 +186,12 @@ def test_a_database_at_another_revision_is_refused_until_upgraded(url):
         SQLDatabase(url)
 
 
-def test_an_empty_database_is_created_unless_told_not_to(url):
+def test_an_empty_database_is_created_unless_told_not_to(url, tmp_path):
+    if url.startswith("sqlite"):
+        with pytest.raises(ConnectError, match=r"does not exist\); check the path"):
+            SQLDatabase(url, create=False)
+        assert list(tmp_path.iterdir()) == []
+        (tmp_path / url.rsplit("/", 1)[1]).touch()
     with pytest.raises(SchemaError, match="revision None"):
         SQLDatabase(url, create=False)
     with SQLDatabase(url) as db:
