@@ -10,6 +10,7 @@ others find it made. A database with tables that are not ours is never migrated.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -67,6 +68,7 @@ def create(engine: Engine) -> str | None:
 def upgrade(engine: Engine, revision: str = "head") -> tuple[str | None, str | None]:
     """Run the migrations up to ``revision`` in one transaction; returns the revisions
     before and after."""
+    _check_revision_name(engine, revision)
     with _locked(engine) as connection:
         before = _revision(connection)
         if before is None:
@@ -79,6 +81,7 @@ def upgrade(engine: Engine, revision: str = "head") -> tuple[str | None, str | N
 
 
 def downgrade(engine: Engine, revision: str) -> None:
+    _check_revision_name(engine, revision)
     with _locked(engine) as connection:
         try:
             command.downgrade(_config(connection), revision)
@@ -112,9 +115,26 @@ def _refuse_foreign(connection: Connection, engine: Engine) -> None:
         )
 
 
-def _revision_message(engine: Engine, revision: str, err: CommandError) -> str:
-    known = [script.revision for script in ScriptDirectory.from_config(_config()).walk_revisions()]
+def _check_revision_name(engine: Engine, revision: str) -> None:
+    """Refuse a revision that is not a keyword or a known revision (or the start of
+    one), optionally with a relative step (``head-1``, ``0002+1``), before Alembic
+    sees it: some malformed names (an empty one) fail inside Alembic with an assertion."""
+    name = re.sub(r"[+-][0-9]+$", "", revision.strip())
+    if name in ("head", "heads", "base") or (
+        name and any(known.startswith(name) for known in _known_revisions())
+    ):
+        return
+    raise SchemaError(_revision_message(engine, revision, "no such revision"))
+
+
+def _known_revisions() -> list[str]:
+    """The migrations' revisions, oldest first."""
+    scripts = ScriptDirectory.from_config(_config()).walk_revisions()
+    return [script.revision for script in reversed(list(scripts))]
+
+
+def _revision_message(engine: Engine, revision: str, why: CommandError | str) -> str:
     return (
-        f"{shown(engine.url)}: cannot migrate to revision {revision!r} ({err}); give one of "
-        f"head, base or {', '.join(reversed(known))}"
+        f"{shown(engine.url)}: cannot migrate to revision {revision!r} ({why}); give one of "
+        f"head, base or {', '.join(_known_revisions())}"
     )

@@ -22,6 +22,7 @@ from compiler.workload.spec import WorkloadError, known_ops
 from db import Database, Purpose, RecordError
 from db.record import status_of
 from tuner import search, space
+from tuner.arguments import int_in_range
 from tuner.failures import one_line
 from tuner.progress import Progress
 from tuner.space import SpaceError
@@ -94,7 +95,9 @@ def add_commands(commands: Any) -> None:
     records = commands.add_parser("records", help="stored records, newest first")
     _workload_arguments(records, key=True, required=False)
     records.add_argument("--limit", type=int, default=20, help="records per page (default 20)")
-    records.add_argument("--before", type=int, help="page on: records older than this id")
+    records.add_argument(
+        "--before", type=int_in_range(1), help="page on: records older than this id"
+    )
     records.set_defaults(run=run_records)
 
 
@@ -290,7 +293,7 @@ def _load_json(text_or_path: str) -> Any:
         try:
             with open(text_or_path) as file:
                 text = file.read()
-        except OSError as err:
+        except (OSError, UnicodeDecodeError) as err:
             raise UsageError(f"cannot read the spec file {text_or_path!r}: {err}") from err
     try:
         return json.loads(text)
