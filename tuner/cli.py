@@ -16,167 +16,27 @@ file. The environment is read here, once, and nowhere deeper. ``main`` is the on
 place a named error becomes a message: bad input (an unknown op, a bad shape, an
 unknown tuner, a flag out of range) exits with code 2, as argparse does; a database
 or worker failure exits with code 1; Ctrl-C exits with 130; each prints one line.
+
+The commands (``tuner.commands``) are imported inside ``main``: importing LLVM,
+XGBoost and SQLAlchemy takes a second or more, and a Ctrl-C meanwhile ends with one
+line too, not with a traceback from the import machinery.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
-from collections.abc import Callable, Sequence
-from typing import NoReturn
-
-from db import DatabaseError, ImportSummary, RecordError, SQLDatabase, default_url, migrate
-from db.engine import in_memory, open_engine, shown
-from tuner import tune_commands
-from tuner.arguments import int_in_range
-from tuner.tune_commands import UsageError
-from workers import WorkersError
-
-# What each named error exits with; anything else is a bug and keeps its traceback.
-EXIT_CODES: tuple[tuple[type[Exception], int], ...] = (
-    (UsageError, 2),
-    (DatabaseError, 1),
-    (WorkersError, 1),
-    (OSError, 1),
-)
+from collections.abc import Sequence
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    """Run one ``tensortune`` command line; returns its exit code."""
     try:
-        args.run(_database_url(args.url), args)
-    except tuple(error for error, _ in EXIT_CODES) as err:
-        code = next(code for error, code in EXIT_CODES if isinstance(err, error))
-        where = f"tensortune {args.command}: error" if code == 2 else "tensortune"
-        print(f"{where}: {_one_line(err)}", file=sys.stderr)
-        return code
+        from tuner.commands import run
+
+        return run(argv)
     except KeyboardInterrupt as err:
-        print(f"tensortune: {err or 'interrupted'}", file=sys.stderr)
+        print(f"tensortune: {str(err) or 'interrupted'}", file=sys.stderr)
         return 130
-    return 0
-
-
-def _database_url(given: str | None) -> str:
-    """The database a command works on: ``--url``/``--db`` if given, else the default.
-    A database in memory is refused: what a command stored there would be lost."""
-    if given is None:
-        return default_url()
-    if not given.strip():
-        raise UsageError(
-            "--db/--url is empty; give a database URL or leave the flag out for "
-            f"{shown(default_url())}"
-        )
-    if in_memory(given):
-        raise UsageError(
-            f"--db/--url {given!r} is a database in memory, lost when tensortune exits; "
-            "give a file (sqlite:///path.db) or a server URL"
-        )
-    return given
-
-
-def _one_line(err: Exception) -> str:
-    return "; ".join(line.strip() for line in str(err).splitlines() if line.strip())
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, with its errors on one line (the usage is one ``--help`` away)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="tensortune", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    tune_commands.add_commands(commands)
-    db = commands.add_parser("db", help="the tuning database")
-    db_commands = db.add_subparsers(dest="db_command", required=True)
-
-    def command(
-        name: str, run: Callable[[str, argparse.Namespace], None], help_text: str
-    ) -> argparse.ArgumentParser:
-        sub = db_commands.add_parser(name, help=help_text)
-        sub.add_argument(
-            "--url", "--db", dest="url", help="database URL (default: $TENSORTUNE_DB_URL or SQLite)"
-        )
-        sub.set_defaults(run=run)
-        return sub
-
-    upgrade = command("upgrade", _upgrade, "migrate the schema to a revision")
-    upgrade.add_argument("--revision", default="head", help="target revision (default: head)")
-    command("current", _current, "print the schema revision")
-    export = command("export", _export, "write records as JSON lines")
-    export.add_argument(
-        "--best", type=int_in_range(1), help="only the K fastest per workload and target"
-    )
-    export.add_argument("-o", "--output", help="file to write (default: standard output)")
-    import_ = command("import", _import, "add the records of a JSON lines export")
-    import_.add_argument("file", help="an export file ('-' for standard input)")
-    merge = command("merge", _merge, "add every record of another database")
-    merge.add_argument("other", help="URL of the database to merge in")
-    prune = command("prune", _prune, "delete all but the best records")
-    prune.add_argument(
-        "--keep", type=int_in_range(1), required=True, help="records kept per workload"
-    )
-    return parser
-
-
-def _upgrade(url: str, args: argparse.Namespace) -> None:
-    engine = open_engine(url)
-    try:
-        before, after = migrate.upgrade(engine, args.revision)
-    finally:
-        engine.dispose()
-    print(f"{shown(url)}: schema revision {before} -> {after}")
-
-
-def _current(url: str, args: argparse.Namespace) -> None:
-    engine = open_engine(url)
-    try:
-        revision = migrate.current_revision(engine)
-    finally:
-        engine.dispose()
-    print(f"{shown(url)}: schema revision {revision} (this tensortune: {migrate.head_revision()})")
-
-
-def _export(url: str, args: argparse.Namespace) -> None:
-    with SQLDatabase(url) as db:
-        if args.output:
-            with open(args.output, "w") as out:
-                count = db.export_jsonl(out, best_k=args.best)
-        else:
-            count = db.export_jsonl(sys.stdout, best_k=args.best)
-    print(f"exported {count} records", file=sys.stderr)
-
-
-def _import(url: str, args: argparse.Namespace) -> None:
-    with SQLDatabase(url) as db:
-        try:
-            if args.file == "-":
-                summary = db.import_jsonl(sys.stdin)
-            else:
-                with open(args.file, encoding="utf-8") as lines:
-                    summary = db.import_jsonl(lines)
-        except RecordError as err:
-            raise RecordError(f"{args.file}: {err}; nothing from it was stored") from None
-    _print_summary(summary)
-
-
-def _merge(url: str, args: argparse.Namespace) -> None:
-    with SQLDatabase(url) as db, SQLDatabase(args.other, create=False) as other:
-        _print_summary(db.merge(other))
-
-
-def _prune(url: str, args: argparse.Namespace) -> None:
-    with SQLDatabase(url) as db:
-        print(f"deleted {db.prune(args.keep)} records")
-
-
-def _print_summary(summary: ImportSummary) -> None:
-    print(
-        f"added {summary.workloads_added} workloads and {summary.records_added} records; "
-        f"skipped {summary.records_skipped} records already there"
-    )
 
 
 if __name__ == "__main__":

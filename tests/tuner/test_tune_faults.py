@@ -156,6 +156,30 @@ def test_ctrl_c_during_set_up_ends_with_one_line(tmp_path, url):
     assert _records(url) == before
 
 
+def test_ctrl_c_while_the_commands_are_imported_ends_with_one_line() -> None:
+    """The first second of a run imports LLVM, XGBoost and SQLAlchemy; a Ctrl-C then
+    (here: a KeyboardInterrupt out of the import of the commands) ends with one line."""
+    script = (
+        "import sys\n"
+        "class CtrlC:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'tuner.commands':\n"
+        "            raise KeyboardInterrupt\n"
+        "sys.meta_path.insert(0, CtrlC())\n"
+        "from tuner.cli import main\n"
+        "sys.exit(main(['records']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=RUN_TIMEOUT_S,
+        check=False,
+    )
+    _one_line_error(done, 130, "interrupted")
+
+
 def test_workers_of_a_killed_run_exit_quietly(url):
     before = _records(url)
     process = _long_run(url)
