@@ -211,6 +211,19 @@ def tune(
     )
 
 
+def check_search(space: spaces.Space, options: TuneOptions) -> None:
+    """Raise SearchError when ``options.tuner`` cannot search ``space`` (grid search
+    over a space that numbers no points), before a run starts workers or stores."""
+    search.create(
+        options.tuner,
+        space=space,
+        max_trials=options.trials,
+        batch_size=options.batch_size,
+        early_stopping=options.early_stopping,
+        seed=options.seed,
+    )
+
+
 class _Loop:
     """The ask / measure / commit / tell loop and its counters."""
 

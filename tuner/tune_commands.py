@@ -28,6 +28,7 @@ from tuner import search
 from tuner.arguments import int_in_range
 from tuner.failures import one_line
 from tuner.progress import Progress
+from tuner.search import SearchError
 from tuner.space import Space, SpaceError
 from tuner.space_choice import choose_space
 from tuner.task import TuneTask
@@ -35,6 +36,7 @@ from tuner.tune import (
     OPTION_RANGES,
     TuneOptions,
     TuneOptionsError,
+    check_search,
     format_table,
     milliseconds,
     tune,
@@ -266,11 +268,16 @@ def _space(task: TuneTask, choice: str, options: TuneOptions) -> Space:
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
-        return choose_space(
+        chosen = choose_space(
             choice, task.func, target=task.target, template=options.template, seed=options.seed
         )
     except SpaceError as err:
         raise UsageError(f"--space: {err}") from err
+    try:
+        check_search(chosen, options)
+    except SearchError as err:
+        raise UsageError(f"--tuner {options.tuner}: {err}") from err
+    return chosen
 
 
 def _spec(args: argparse.Namespace) -> dict[str, Any]:

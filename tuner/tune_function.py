@@ -29,7 +29,7 @@ from db import Database
 from tuner.space.schedule_fn import ScheduleFn
 from tuner.space_choice import choose_space
 from tuner.task import TuneTask
-from tuner.tune import TuneOptions, TuneResult, tune
+from tuner.tune import TuneOptions, TuneResult, check_search, tune
 from workers import Workers
 
 
@@ -44,16 +44,20 @@ def tune_tir(
     seed: int = 0,
     tuner: str = "xgb",
     batch_size: int = 16,
+    template: str | None = None,
 ) -> TuneResult:
     """Tune ``func`` for ``trials`` measurements in all (stored ones count, so calling
     again resumes) and return what the run did. ``space`` is a schedule function
-    ``f(sch)`` or a choice of ``tuner.space_choice``; ``database`` a Database, a kind
+    ``f(sch)`` or a choice of ``tuner.space_choice`` (``template`` names the
+    template of ``"auto"`` or ``"template"``); ``database`` a Database, a kind
     or URL for ``db.create``, or None for the default one; ``workers`` a Workers or a
-    kind for ``workers.create``; ``tuner`` a search kind. Databases and workers made
+    kind for ``workers.create``; ``tuner`` a search kind that can search the space
+    (else SearchError, before anything starts). Databases and workers made
     here are closed here; given ones are left open."""
     options = TuneOptions(trials=trials, tuner=tuner, batch_size=batch_size, seed=seed)
     task = TuneTask.from_func(func, target)
-    chosen = choose_space(space, func, target=task.target, seed=seed)
+    chosen = choose_space(space, func, target=task.target, template=template, seed=seed)
+    check_search(chosen, options)
     with _opened_database(database) as opened, _started_workers(workers) as backend:
         return tune(task, database=opened, workers=backend, options=options, space=chosen)
 

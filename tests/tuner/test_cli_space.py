@@ -1,7 +1,7 @@
 """``tensortune tune --space``: a schedule function named ``module:function`` tunes an
 operator through the real program, resumes, and its best trace replays when the
-workload is built with the database; a ``--space`` that names nothing usable is a
-one-line usage error (exit 2)."""
+workload is built with the database; a ``--space`` that names nothing usable (or
+that the ``--tuner`` cannot search) is a one-line usage error (exit 2)."""
 
 from __future__ import annotations
 
@@ -85,7 +85,11 @@ def test_a_space_that_cannot_be_imported_is_one_line_and_exit_2(tmp_path):
             ["--space", "schedule_fns:tile_matmul", "--template", "matmul.x86"],
             "template 'matmul.x86' goes with the space 'auto' or 'template'",
         ),
-        (["--space", "template", "--template", "nope"], "unknown template"),
+        (["--space", "template", "--template", "nope"], "--space: unknown template"),
+        (
+            ["--space", "schedule_fns:tile_matmul", "--tuner", "grid"],
+            "--tuner grid: grid search needs a space that numbers its points",
+        ),
     ],
 )
 def test_bad_space_values_are_usage_errors(argv, message, tmp_path, monkeypatch, capsys):
@@ -93,5 +97,5 @@ def test_bad_space_values_are_usage_errors(argv, message, tmp_path, monkeypatch,
     url = f"sqlite:///{tmp_path / 'cli.db'}"
     assert main(["tune", *SHAPE, *argv, "--db", url]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("tensortune tune: error: --space: ") and err.count("\n") == 1
+    assert err.startswith("tensortune tune: error: --") and err.count("\n") == 1
     assert message in err

@@ -16,6 +16,7 @@ import tuner
 import workers
 from compiler.schedule.tuned import apply_best
 from db import Database, Purpose, SQLDatabase
+from tuner.search import SearchError
 from tuner.space import SpaceError
 from tuner.tune import TuneResult
 from workers import MeasureConfig, Workers
@@ -101,3 +102,11 @@ def test_the_same_call_resumes_and_measures_no_trace_twice(database, backend):
 def test_a_space_that_names_nothing_usable_is_a_space_error(space, message, database):
     with pytest.raises(SpaceError, match=message):
         tuner.tune_tir(matmul_relu(M, N, K), space=space, trials=1, database=database)
+
+
+def test_a_search_that_cannot_search_the_space_fails_before_anything_starts(database):
+    with pytest.raises(SearchError, match="grid search needs a space that numbers its points"):
+        tuner.tune_tir(
+            matmul_relu(M, N, K), space=tile_matmul_relu, tuner="grid", database=database
+        )
+    assert database.workloads() == []
