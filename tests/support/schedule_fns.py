@@ -1,23 +1,11 @@
-"""Schedule functions to tune: importable as ``schedule_fns:NAME`` (this folder is on
-the tests' path), and workloads they fit."""
+"""Schedule functions to tune, importable as ``schedule_fns:NAME`` (this folder is on
+the tests' path): for ``workloads.mm_relu`` and the operator library's matmul."""
 
 from __future__ import annotations
 
-from compiler import te
-from compiler.ir.function import PrimFunc
 from compiler.schedule import Schedule
 
 NOT_A_FUNCTION = 3
-
-
-def matmul_relu(m: int, n: int, k: int) -> PrimFunc:
-    """``C = max(A @ B, 0)``: the matmul block ``Y`` and its consumer ``C``."""
-    a = te.placeholder((m, k), name="A")
-    b = te.placeholder((k, n), name="B")
-    r = te.reduce_axis((0, k), name="k")
-    y = te.compute((m, n), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="Y")
-    c = te.compute((m, n), lambda i, j: te.max(y[i, j], 0), name="C")
-    return te.create_prim_func([a, b, c])
 
 
 def tile_matmul_relu(sch: Schedule) -> None:

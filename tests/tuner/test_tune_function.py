@@ -5,43 +5,28 @@ names nothing usable is a SpaceError saying what to give instead."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
-from schedule_fns import matmul_relu, tile_matmul_relu
+from schedule_fns import tile_matmul_relu
+from workloads import mm_relu
 
 import compiler
 import tuner
-import workers
 from compiler.schedule.tuned import apply_best
-from db import Database, Purpose, SQLDatabase
+from db import Database, Purpose
 from tuner.search import SearchError
 from tuner.space import SpaceError
 from tuner.tune import TuneResult
-from workers import MeasureConfig, Workers
+from workers import Workers
 
-QUICK = MeasureConfig(repeat=2, min_repeat_ms=0.5, warmup=0)
 M, N, K = 16, 24, 8
 # j (24) tiled in two with an inner factor of at most 8: six points.
 POINTS = 6
 
 
-@pytest.fixture(scope="module")
-def backend() -> Iterator[Workers]:
-    with workers.create("local", config=QUICK) as local:
-        yield local
-
-
-@pytest.fixture
-def database(tmp_path) -> Iterator[Database]:
-    with SQLDatabase(f"sqlite:///{tmp_path / 'tune.db'}") as opened:
-        yield opened
-
-
 def _tune(database: Database, backend: Workers, trials: int) -> TuneResult:
     return tuner.tune_tir(
-        matmul_relu(M, N, K),
+        mm_relu(M, N, K),
         space=tile_matmul_relu,
         trials=trials,
         database=database,
@@ -67,7 +52,7 @@ def test_a_schedule_function_tunes_and_its_best_replays_at_build_time(database, 
     best = database.best_trace(result.task.workload_key, result.task.target)
     assert best is not None and best == result.best[0].trace
 
-    func = matmul_relu(M, N, K)
+    func = mm_relu(M, N, K)
     _, report = apply_best(compiler.IRModule({"main": func}), "llvm", database)
     assert report.tuned == ["main"]
     kernel = compiler.build(func, database=database)
@@ -101,12 +86,10 @@ def test_the_same_call_resumes_and_measures_no_trace_twice(database, backend):
 )
 def test_a_space_that_names_nothing_usable_is_a_space_error(space, message, database):
     with pytest.raises(SpaceError, match=message):
-        tuner.tune_tir(matmul_relu(M, N, K), space=space, trials=1, database=database)
+        tuner.tune_tir(mm_relu(M, N, K), space=space, trials=1, database=database)
 
 
 def test_a_search_that_cannot_search_the_space_fails_before_anything_starts(database):
     with pytest.raises(SearchError, match="grid search needs a space that numbers its points"):
-        tuner.tune_tir(
-            matmul_relu(M, N, K), space=tile_matmul_relu, tuner="grid", database=database
-        )
+        tuner.tune_tir(mm_relu(M, N, K), space=tile_matmul_relu, tuner="grid", database=database)
     assert database.workloads() == []
