@@ -1,20 +1,27 @@
-"""A stochastic schedule and a random search over it, as in TVM's TensorIR tutorial.
+"""A stochastic schedule tuned as a space, as at the end of TVM's TensorIR tutorial.
 
-    python examples/stochastic_schedule.py [--trials 8]
+    python examples/stochastic_schedule.py [--trials 8] [--db sqlite:///tuning.db]
 
-The schedule samples its tile sizes with ``sample_perfect_tile``; each trial
-draws new decisions, builds, checks against numpy and times. The best trial's
-trace is printed: it replays the winning schedule exactly.
+The schedule of matmul + relu draws its tile sizes with ``sample_perfect_tile``;
+``tuner.tune_tir`` searches those decisions (the model-based search, the local
+workers), storing every measurement in the database. Building the workload with
+``database=`` then replays the fastest trace, which is checked against numpy.
+Without ``--db`` the database is a temporary file, gone when the example ends;
+with one, running the example again resumes and measures no schedule twice.
 """
 
 import argparse
+import tempfile
 
 import numpy as np
 
 import compiler
+import db
+import tuner
 from compiler import te
-from compiler.ir.structural import structural_equal
 from compiler.schedule import Schedule, Trace
+from compiler.schedule.tuned import apply_best
+from tuner.tune import format_table
 
 M = N = K = 128
 
@@ -29,54 +36,54 @@ def workload() -> compiler.PrimFunc:
 
 
 def stochastic_schedule_mm(sch: Schedule) -> None:
+    """Tiles of i and j drawn at random; the relu computed under each j tile; the
+    reduction's initialization split out so the inner loop vectorizes."""
     block_Y = sch.get_block("Y", "main")
     i, j, k = sch.get_loops(block=block_Y)
+    i_factors = sch.sample_perfect_tile(loop=i, n=2)
     j_factors = sch.sample_perfect_tile(loop=j, n=2)
+    i0, i1 = sch.split(loop=i, factors=i_factors)
     j0, j1 = sch.split(loop=j, factors=j_factors)
-    sch.reorder(i, j0, k, j1)
+    sch.reorder(i0, j0, i1, k, j1)
     sch.reverse_compute_at(sch.get_block("C", "main"), j0)
     sch.decompose_reduction(block_Y, k)
     sch.vectorize(j1)
-    sch.parallel(i)
+    sch.parallel(i0)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--trials", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--db", help="database URL (default: a temporary SQLite file)")
     args = parser.parse_args()
 
+    with tempfile.TemporaryDirectory() as folder:
+        url = args.db or f"sqlite:///{folder}/tuning.db"
+        with db.create(url) as database:
+            result = tuner.tune_tir(
+                workload(),
+                space=stochastic_schedule_mm,
+                trials=args.trials,
+                database=database,
+                seed=args.seed,
+                batch_size=4,
+            )
+            print(format_table(result))
+            best = database.best_trace(result.task.workload_key, result.task.target)
+            _, report = apply_best(compiler.IRModule({"main": workload()}), "llvm", database)
+            kernel = compiler.build(workload(), database=database)
+
+    assert best is not None and report.tuned == ["main"], report
+    print("\nthe best trace, which the build replays:")
+    print("\n".join(Trace.from_json(best).as_python()))
     rng = np.random.default_rng(args.seed)
     a = rng.standard_normal((M, K)).astype("float32")
     b = rng.standard_normal((K, N)).astype("float32")
-    expected = np.maximum(a @ b, 0)
     c = np.empty((M, N), dtype="float32")
-
-    func = workload()
-    best: tuple[float, Schedule] | None = None
-    for trial in range(args.trials):
-        sch = Schedule(func, seed=args.seed + trial)
-        stochastic_schedule_mm(sch)
-        lib = compiler.build(sch.mod, target="llvm")
-        lib["main"](a, b, c)
-        np.testing.assert_allclose(c, expected, rtol=1e-5, atol=1e-4)
-        seconds = lib.time_evaluator("main", number=20, repeat=3)(a, b, c).median
-        j_tiles = sch.trace.decisions
-        print(f"trial {trial}: decisions {list(j_tiles.values())}  {seconds * 1e6:8.1f} us")
-        if best is None or seconds < best[0]:
-            best = (seconds, sch)
-
-    assert best is not None
-    best_seconds, best_sch = best
-    print(f"\nbest: {best_seconds * 1e6:.1f} us; its trace:")
-    print(best_sch.trace)
-    replayed = Schedule(func)
-    Trace.from_json(best_sch.trace.as_json()).apply_to_schedule(replayed)
-    assert structural_equal(replayed.mod, best_sch.mod)
-    lib = compiler.build(replayed.mod, target="llvm")
-    lib["main"](a, b, c)
-    np.testing.assert_allclose(c, expected, rtol=1e-5, atol=1e-4)
-    print("the replayed best schedule computes the same result")
+    kernel(a, b, c)
+    np.testing.assert_allclose(c, np.maximum(a @ b, 0), rtol=1e-5, atol=1e-4)
+    print("the build replays the best trace and computes numpy's result")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
     tensortune tune matmul --shape M N K [--trials N] [--tuner xgb]   tune one workload
     tensortune tune --spec '{"op": ..., "args": {...}}'  (or a spec JSON file)
+    tensortune tune ... --space module:function   search a schedule function f(sch)
     tensortune best matmul --shape M N K [--target T]  the best trace as Python calls
     tensortune records [matmul --shape M N K | KEY]     stored records, newest first, paged
     tensortune db upgrade [--url URL]          bring the schema to this version's

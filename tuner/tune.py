@@ -149,11 +149,19 @@ def tune(
     workers: Workers,
     options: TuneOptions | None = None,
     progress: Progress | None = None,
+    space: spaces.Space | None = None,
 ) -> TuneResult:
-    """Tune ``task`` with ``workers``, storing every measurement in ``database``."""
+    """Tune ``task`` with ``workers``, storing every measurement in ``database``. The
+    search is over ``space`` (of the task's workload), by default the template that
+    fits (``options.template`` names another)."""
     options = options or TuneOptions()
     start = time.monotonic()
-    space = spaces.space_for(task.func, target=task.target, template=options.template)
+    space = space or spaces.space_for(task.func, target=task.target, template=options.template)
+    if space.workload_key != task.workload_key:
+        raise spaces.SpaceError(
+            f"{space.name} is a space of workload {space.workload_key[:12]}, not of the "
+            f"task's {task.workload_key[:12]}; build the space on the task's func"
+        )
     database.commit_workload(task.func, name=_name(task), flop_count=task.flop_count)
     stored = list(_stored_records(database, task))
     loop = _Loop(task, database, workers, progress)
@@ -200,6 +208,19 @@ def tune(
         transferred=transferred,
         similar=similar,
         failures=group_failures(loop.failed),
+    )
+
+
+def check_search(space: spaces.Space, options: TuneOptions) -> None:
+    """Raise SearchError when ``options.tuner`` cannot search ``space`` (grid search
+    over a space that numbers no points), before a run starts workers or stores."""
+    search.create(
+        options.tuner,
+        space=space,
+        max_trials=options.trials,
+        batch_size=options.batch_size,
+        early_stopping=options.early_stopping,
+        seed=options.seed,
     )
 
 

@@ -3,7 +3,9 @@
 A workload is named on the command line as an op with ``--shape`` (matmul's M N K,
 batch_matmul's B M N K, dense's batch, in and out features), as ``--spec`` (a spec's
 JSON text or a file holding it), as a spec JSON file in place of the op, or, for
-``best`` and ``records``, as a stored workload key. Input that names no workload
+``best`` and ``records``, as a stored workload key. ``tune --space`` chooses the
+space (``tuner.space_choice``): ``auto``, ``template`` or a schedule function as
+``module:function``. Input that names no workload, or no space that fits it,
 raises UsageError, which the command line turns into exit code 2.
 """
 
@@ -13,6 +15,7 @@ import argparse
 import json
 import os
 import re
+import sys
 from typing import Any
 
 import db
@@ -21,16 +24,19 @@ from compiler.codegen.target import TargetError
 from compiler.workload.spec import WorkloadError, known_ops
 from db import Database, Purpose, RecordError
 from db.record import status_of
-from tuner import search, space
+from tuner import search
 from tuner.arguments import int_in_range
 from tuner.failures import one_line
 from tuner.progress import Progress
-from tuner.space import SpaceError
+from tuner.search import SearchError
+from tuner.space import Space, SpaceError
+from tuner.space_choice import choose_space
 from tuner.task import TuneTask
 from tuner.tune import (
     OPTION_RANGES,
     TuneOptions,
     TuneOptionsError,
+    check_search,
     format_table,
     milliseconds,
     tune,
@@ -70,6 +76,12 @@ def add_commands(commands: Any) -> None:
     tune_parser.add_argument("--batch-size", type=int, default=16, help="trials per batch")
     tune_parser.add_argument("--early-stopping", type=int, help="stop after N trials no faster")
     tune_parser.add_argument("--seed", type=int, default=0, help="seed of every choice")
+    tune_parser.add_argument(
+        "--space",
+        default="auto",
+        help="auto (the template that fits), template, or a schedule function as "
+        "module:function (default: auto)",
+    )
     tune_parser.add_argument("--template", help="template name (default: the one that fits)")
     tune_parser.add_argument(
         "--no-transfer",
@@ -119,13 +131,18 @@ def _workload_arguments(
 def run_tune(url: str, args: argparse.Namespace) -> None:
     task = _task(args)
     options = _tune_options(args)
-    _check_space(task, options)
+    searched = _space(task, args.space, options)
     kind, backend_options = _backend(args)
     try:
         with db.create(url) as database, workers.create(kind, **backend_options) as backend:
             progress = Progress(options.trials, label=repr(task))
             result = tune(
-                task, database=database, workers=backend, options=options, progress=progress
+                task,
+                database=database,
+                workers=backend,
+                options=options,
+                progress=progress,
+                space=searched,
             )
     except KeyboardInterrupt:
         raise Interrupted(_stored_after_interrupt(url, task)) from None
@@ -244,12 +261,23 @@ def _tune_options(args: argparse.Namespace) -> TuneOptions:
         raise UsageError(f"{flag} must be at least {low} and at most {high}, got {value}") from err
 
 
-def _check_space(task: TuneTask, options: TuneOptions) -> None:
-    """Fail as bad input before any worker starts when no space fits."""
+def _space(task: TuneTask, choice: str, options: TuneOptions) -> Space:
+    """The space ``--space`` chooses, made before any worker starts, so that a choice
+    that does not fit (or a schedule function that cannot be loaded) is bad input. A
+    function's module is looked for in the current folder too, as ``python -m`` does."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
-        space.space_for(task.func, target=task.target, template=options.template)
+        chosen = choose_space(
+            choice, task.func, target=task.target, template=options.template, seed=options.seed
+        )
     except SpaceError as err:
-        raise UsageError(str(err)) from err
+        raise UsageError(f"--space: {err}") from err
+    try:
+        check_search(chosen, options)
+    except SearchError as err:
+        raise UsageError(f"--tuner {options.tuner}: {err}") from err
+    return chosen
 
 
 def _spec(args: argparse.Namespace) -> dict[str, Any]:

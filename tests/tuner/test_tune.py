@@ -7,28 +7,15 @@ import io
 from collections.abc import Iterator, Sequence
 
 import pytest
+from quick_measure import QUICK
 
-import workers
 from db import Database, Purpose, SQLDatabase
 from tuner.progress import Progress
 from tuner.task import TuneTask
 from tuner.tune import TuneOptions, TuneResult, format_table, tune
-from workers import BuildResult, MeasureConfig, Runner, RunResult, Workers
+from workers import BuildResult, Runner, RunResult, Workers
 
 SPEC = {"op": "matmul", "args": {"m": 40, "n": 56, "k": 24}}
-QUICK = MeasureConfig(repeat=2, min_repeat_ms=0.5, warmup=0)
-
-
-@pytest.fixture(scope="module")
-def backend() -> Iterator[Workers]:
-    with workers.create("local", config=QUICK) as local:
-        yield local
-
-
-@pytest.fixture
-def database(tmp_path) -> Iterator[Database]:
-    with SQLDatabase(f"sqlite:///{tmp_path / 'tune.db'}") as db:
-        yield db
 
 
 @pytest.fixture(scope="module")
