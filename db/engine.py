@@ -3,7 +3,9 @@
 SQLite is set up for several worker processes writing one file at once: WAL mode
 (readers never block the writer), a busy timeout (a writer waits its turn instead of
 failing), and write transactions that take the write lock when they begin
-(``BEGIN IMMEDIATE``), so two writers never deadlock upgrading a read lock.
+(``BEGIN IMMEDIATE``), so two writers never deadlock upgrading a read lock. Switching a
+new file to WAL is the one step SQLite answers "locked" at once, without waiting, while
+another process switches it too: that step is retried until the busy timeout.
 
 Every engine opened here is the database's border: a failure of the storage under any
 statement (a read-only file, damaged pages, a lock held too long, a server gone) leaves
@@ -14,6 +16,8 @@ exception.
 from __future__ import annotations
 
 import os
+import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -191,7 +195,7 @@ def _set_up_sqlite(engine: Engine) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_S * 1000}")
-        cursor.execute("PRAGMA journal_mode = WAL")
+        _enter_wal_mode(cursor)
         cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.execute("PRAGMA foreign_keys = ON")
         cursor.close()
@@ -200,3 +204,15 @@ def _set_up_sqlite(engine: Engine) -> None:
     def on_begin(connection: Any) -> None:
         immediate = connection.get_execution_options().get(WRITE, False)
         connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def _enter_wal_mode(cursor: sqlite3.Cursor) -> None:
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as err:
+            if "locked" not in str(err) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
