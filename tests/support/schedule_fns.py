@@ -31,3 +31,9 @@ def fixed_tiles(sch: Schedule) -> None:
     """No sampling instruction: nothing to search."""
     i, _, _ = sch.get_loops(sch.get_block("T_matmul"))
     sch.split(i, [None, 4])
+
+
+def raises_midway(sch: Schedule) -> None:
+    """A schedule function with a bug of its own (not a refused primitive)."""
+    sch.sample_perfect_tile(sch.get_loops(sch.get_block("T_matmul"))[0], n=2)
+    raise ZeroDivisionError("a bug in the user's function")

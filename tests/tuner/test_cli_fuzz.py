@@ -128,6 +128,8 @@ def command_lines(draw: st.DrawFn, files: Files, url: str) -> list[str]:
         argv += flag("--tuner", st.sampled_from(["xgb", "ga", "random", "grid", "bogus", ""]))
         argv += flag("--workers", st.sampled_from(["local", "cloud", ""]))
         argv += flag("--ray-address", st.sampled_from(["not an address", "", "host:port", ":"]))
+        spaces = ["auto", "template", "", "x", "nosuch:fn", "json:dumps", "math:pi"]
+        argv += flag("--space", st.sampled_from(spaces))
     elif command == "best":
         argv += ["--json"] if draw(st.booleans()) else []
     elif command == "records":

@@ -81,6 +81,7 @@ def test_a_space_that_cannot_be_imported_is_one_line_and_exit_2(tmp_path):
         (["--space", "schedule_fns:NOT_A_FUNCTION"], "'int', not a schedule function"),
         (["--space", "schedule_fns:fixed_tiles"], "calls no sampling instruction"),
         (["--space", "schedule_fns:tile_matmul_relu"], "does not schedule this workload"),
+        (["--space", "schedule_fns:raises_midway"], "ZeroDivisionError: a bug in the user's"),
         (
             ["--space", "schedule_fns:tile_matmul", "--template", "matmul.x86"],
             "template 'matmul.x86' goes with the space 'auto' or 'template'",

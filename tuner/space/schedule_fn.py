@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -71,6 +72,12 @@ class ScheduleFnSpace(Space):
             self.schedule_fn(sch)
         except ScheduleError as err:
             raise SpaceError(f"{self.name} does not schedule this workload: {err}") from err
+        except Exception as err:  # a bug in the user's function is theirs to see, in one line
+            frame = traceback.extract_tb(err.__traceback__)[-1]
+            raise SpaceError(
+                f"{self.name} failed on this workload with {type(err).__name__}: {err} "
+                f"({frame.filename}:{frame.lineno}); fix the function"
+            ) from err
         trace = sch.trace
         if not trace.decisions:
             raise SpaceError(
