@@ -129,7 +129,7 @@ def test_rfactor_of_a_non_dividing_split() -> None:
     func = row_reduce("sum", 3, 10)
     sch = Schedule(func)
     _, k = sch.get_loops(sch.get_block("B"))
-    outer, inner = sch.split(k, [None, 4])
+    outer, _ = sch.split(k, [None, 4])
     sch.rfactor(outer, 1)
     check(sch, lambda a: a.sum(axis=1))
 
@@ -149,6 +149,21 @@ def test_rfactor_of_a_matmul_reduction() -> None:
     compiler.build(sch.mod["main"])["main"](*args)
     np.testing.assert_allclose(args[2], want, rtol=1e-4, atol=1e-5)
     assert replays(sch, func)
+
+
+def test_rfactor_of_a_block_computed_at_its_consumer() -> None:
+    a = te.placeholder((3, 6), name="A")
+    k = te.reduce_axis((0, 6), name="k")
+    b = te.compute((3,), lambda i: te.sum(a[i, k], axis=k), name="B")
+    c = te.compute((3,), lambda i: b[i] + 1.0, name="C")
+    sch = Schedule(te.create_prim_func([a, c]))
+    (i,) = sch.get_loops(sch.get_block("C"))
+    sch.compute_at(sch.get_block("B"), i)
+    inner = sch.get_loops(sch.get_block("B"))[-1]
+    sch.rfactor(inner, 0)
+    args = random_args(sch.mod["main"], seed=2)
+    run_func(sch.mod["main"], *args)
+    np.testing.assert_allclose(args[1], args[0].sum(axis=1) + 1, rtol=1e-5)
 
 
 # refusals ---------------------------------------------------------------------------
@@ -204,18 +219,3 @@ def test_rfactor_at_a_loop_holding_two_blocks_is_refused() -> None:
     i, _ = sch.get_loops(sch.get_block("E"))
     sch.compute_at(sch.get_block("M"), i)
     assert_refused(sch, lambda: sch.rfactor(i, 0), "exactly one block")
-
-
-def test_rfactor_under_a_loop_shared_with_another_block_is_refused() -> None:
-    a = te.placeholder((3, 6), name="A")
-    k = te.reduce_axis((0, 6), name="k")
-    b = te.compute((3,), lambda i: te.sum(a[i, k], axis=k), name="B")
-    c = te.compute((3,), lambda i: b[i] + 1.0, name="C")
-    sch = Schedule(te.create_prim_func([a, c]))
-    (i,) = sch.get_loops(sch.get_block("C"))
-    sch.compute_at(sch.get_block("B"), i)
-    inner = sch.get_loops(sch.get_block("B"))[-1]
-    sch.rfactor(inner, 0)
-    args = random_args(sch.mod["main"], seed=2)
-    run_func(sch.mod["main"], *args)
-    np.testing.assert_allclose(args[1], args[0].sum(axis=1) + 1, rtol=1e-5)
