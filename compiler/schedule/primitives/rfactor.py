@@ -46,6 +46,7 @@ from compiler.schedule.primitives.dataflow import (
     block_names,
     buffer_names,
     conjuncts,
+    copy_loops,
     fresh_name,
     is_true,
     leaf_realizes,
@@ -295,17 +296,9 @@ def _write_back_nest(
     predicate = kept[0] if kept else true_predicate()
     for cond in kept[1:]:
         predicate = predicate & cond
-    stmt: Stmt = BlockRealize(values, predicate, new_block)
-    for lp in reversed(copied):
-        stmt = dataclasses.replace(
-            lp,
-            loop_var=loop_map[lp.loop_var],
-            min=substitute(lp.min, loop_map),
-            extent=substitute(lp.extent, loop_map),
-            body=stmt,
-            annotations=dict(lp.annotations),
-        )
-        if lp is loop:
-            # The partials are combined into one point: a race if run in parallel.
-            stmt = dataclasses.replace(stmt, kind=ForKind.SERIAL, thread_binding=None)
-    return stmt
+    # The partials are combined into one point: a race if that loop ran in parallel.
+    serial = [
+        dataclasses.replace(lp, kind=ForKind.SERIAL, thread_binding=None) if lp is loop else lp
+        for lp in copied
+    ]
+    return copy_loops(serial, loop_map, BlockRealize(values, predicate, new_block))
