@@ -352,6 +352,15 @@ class Schedule:
         self._install(func_name, func)
         return BlockRV(name, func_name)
 
+    @instruction
+    def rfactor(self, loop: LoopRV, factor_axis: int) -> BlockRV:
+        """Factor the reduction of the one block under ``loop`` over that loop into
+        partial results (a new block, returned) and a write-back into the output."""
+        target = self._loop(loop)
+        func, name = P.rfactor(self._func(loop.func_name), target, factor_axis)
+        self._install(loop.func_name, func)
+        return BlockRV(name, loop.func_name)
+
     # sampling -------------------------------------------------------------------
 
     @instruction

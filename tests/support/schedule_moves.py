@@ -165,6 +165,10 @@ def move_decompose_reduction(sch: Schedule, ch: Chooser) -> None:
     sch.decompose_reduction(block, pick_loop(sch, ch, block))
 
 
+def move_rfactor(sch: Schedule, ch: Chooser) -> None:
+    sch.rfactor(pick_loop(sch, ch), ch.integer(-2, 2))
+
+
 MOVES: dict[str, Callable[[Schedule, Chooser], None]] = {
     "split": move_split,
     "sample_perfect_tile": move_tile,
@@ -183,6 +187,7 @@ MOVES: dict[str, Callable[[Schedule, Chooser], None]] = {
     "cache_read": move_cache_read,
     "cache_write": move_cache_write,
     "decompose_reduction": move_decompose_reduction,
+    "rfactor": move_rfactor,
 }
 
 

@@ -11,6 +11,7 @@ from compiler.schedule.primitives.compute_location import (
 from compiler.schedule.primitives.inline import compute_inline, reverse_compute_inline
 from compiler.schedule.primitives.loops import annotate, fuse, reorder, set_loop_kind, split
 from compiler.schedule.primitives.reduction import decompose_reduction
+from compiler.schedule.primitives.rfactor import rfactor
 from compiler.schedule.primitives.sampling import sample_categorical, sample_perfect_tile
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "reorder",
     "reverse_compute_at",
     "reverse_compute_inline",
+    "rfactor",
     "sample_categorical",
     "sample_compute_location",
     "sample_perfect_tile",

@@ -57,11 +57,6 @@ def compute_at(
     producer = move.realize
     move.require(move.tree.before(producer, loop), "the block comes after the loop")
     buffer, _ = move.output()
-    move.require(
-        all(p is not buffer for p in func.params),
-        f"its output {buffer.name!r} is a function parameter, so the part no consumer under "
-        "the loop reads would never be written; use reverse_compute_at on its consumer",
-    )
     writers = move.tree.writers(buffer)
     move.require(
         writers == [producer],
@@ -79,7 +74,67 @@ def compute_at(
         touched=set(),
     )
     region = move.region(consumers, buffer, reads=True)
-    return move.install(_spatial_regions(move, buffer, region), preserve_unit_loops, at_end=False)
+    regions = _spatial_regions(move, buffer, region)
+    if any(p is buffer for p in func.params):
+        move.require(
+            _covers_domain(move, regions),
+            f"its output {buffer.name!r} is a function parameter, and the parts its consumers "
+            "under the loop read do not provably cover it over all iterations, so some "
+            "elements would never be written; use reverse_compute_at on its consumer",
+        )
+    return move.install(regions, preserve_unit_loops, at_end=False)
+
+
+def _covers_domain(move: _Move, regions: dict[int, Interval]) -> bool:
+    """Whether the regions the moved block computes, taken over every iteration of
+    the loop and the loops around it, cover the block's whole spatial domain, so a
+    function parameter it writes is still written in full.
+
+    Proved per dimension, with no loop shared by two dimensions (their union could
+    be a diagonal rather than a box): the loops the dimension's region follows are
+    swept away innermost first, each sweep leaving the region from its first
+    iteration's start to its last iteration's end, and what remains must contain
+    the domain.
+    """
+    path = move.tree.path(move.loop)
+    scope_at = max(k for k, n in enumerate(path) if isinstance(n, Block))
+    if not all(isinstance(n, (For, SeqStmt)) for n in path[scope_at + 1 :]):
+        return False
+    fixed = move.fixed_ranges()
+    claimed: set[int] = set()
+    for iv in move.block.iter_vars:
+        if iv.kind is not IterKind.SPATIAL:
+            continue
+        region = regions.get(id(iv.var), Interval(None, None))
+        dom_end = normalize(iv.dom.min + iv.dom.extent)
+        low = iv.dom.min if region.min is None else region.min
+        high = normalize(dom_end - 1) if region.max is None else region.max
+        moving = [v for v in fixed if uses_var(low, v) or uses_var(high, v)]
+        if any(id(v) in claimed for v in moving) or not can_prove(low <= high, fixed):
+            return False
+        claimed.update(id(v) for v in moving)
+        for var in reversed(moving):
+            swept = _sweep(low, high, var, fixed)
+            if swept is None:
+                return False
+            low, high = swept
+        if not (can_prove(low <= iv.dom.min, fixed) and can_prove(high >= dom_end - 1, fixed)):
+            return False
+    return True
+
+
+def _sweep(
+    low: PrimExpr, high: PrimExpr, var: Var, fixed: Ranges
+) -> tuple[PrimExpr, PrimExpr] | None:
+    """An interval that ``[low, high]`` covers without gaps as ``var`` runs over its
+    range (each iteration's region starts at most one past the previous one's end),
+    or None when that cannot be proved."""
+    first, extent = fixed[var].min, fixed[var].extent
+    last = normalize(first + extent - 1)
+    before_last = {**fixed, var: Range(first, normalize(extent - 1))}
+    if not can_prove(substitute(low, {var: var + 1}) <= high + 1, before_last):
+        return None
+    return substitute(low, {var: first}), substitute(high, {var: last})
 
 
 def reverse_compute_at(

@@ -10,11 +10,11 @@ the loops that only held it, insert a statement before another, swap a buffer.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from compiler.ir import expr as E
-from compiler.ir.analysis import ancestors_of, block_accesses, replace_buffer
+from compiler.ir.analysis import ancestors_of, block_accesses, replace_buffer, substitute
 from compiler.ir.buffer import Buffer
 from compiler.ir.expr import PrimExpr, Var
 from compiler.ir.function import PrimFunc
@@ -206,6 +206,22 @@ def insert_before(func: PrimFunc, target: Stmt, stmts: list[Stmt]) -> PrimFunc:
         return None
 
     return dataclasses.replace(func, body=transform_pre(func.body, edit))
+
+
+def copy_loops(loops: Sequence[For], loop_map: Mapping[Var, Var], body: Stmt) -> Stmt:
+    """``body`` under copies of ``loops`` (outermost first), each loop variable renamed
+    by ``loop_map`` in the copies' variables and ranges."""
+    stmt = body
+    for lp in reversed(loops):
+        stmt = dataclasses.replace(
+            lp,
+            loop_var=loop_map[lp.loop_var],
+            min=substitute(lp.min, loop_map),
+            extent=substitute(lp.extent, loop_map),
+            body=stmt,
+            annotations=dict(lp.annotations),
+        )
+    return stmt
 
 
 def remove_realize(func: PrimFunc, realize: BlockRealize, primitive: str) -> PrimFunc:

@@ -20,12 +20,13 @@ from compiler.arith.linear import to_linear
 from compiler.ir.analysis import substitute
 from compiler.ir.expr import PrimExpr, Var, const
 from compiler.ir.function import PrimFunc
-from compiler.ir.stmt import Block, BlockRealize, For, IterKind, IterVar, Stmt, true_predicate
+from compiler.ir.stmt import Block, BlockRealize, For, IterKind, IterVar, true_predicate
 from compiler.schedule.errors import ScheduleError
 from compiler.schedule.primitives.dataflow import (
     BlockSite,
     block_names,
     conjuncts,
+    copy_loops,
     evaluate,
     fresh_name,
     insert_before,
@@ -68,16 +69,7 @@ def decompose_reduction(func: PrimFunc, block: Block, loop: For) -> tuple[PrimFu
     init_block = Block(name, tuple(init_vars), body)
     bindings = tuple(substitute(value, loop_map) for _, value in spatial)
     predicate = _init_predicate(site, skipped, loop_map, prefix)
-    stmt: Stmt = BlockRealize(bindings, predicate, init_block)
-    for lp in reversed(copied):
-        stmt = dataclasses.replace(
-            lp,
-            loop_var=loop_map[lp.loop_var],
-            min=substitute(lp.min, loop_map),
-            extent=substitute(lp.extent, loop_map),
-            body=stmt,
-            annotations=dict(lp.annotations),
-        )
+    stmt = copy_loops(copied, loop_map, BlockRealize(bindings, predicate, init_block))
     result = insert_before(func, loop, [stmt])
     result = replace_in_func(result, block, dataclasses.replace(block, init=None))
     return result, name
