@@ -47,11 +47,14 @@ class SpaceError(ValueError):
 class Domain:
     """The decisions one sampling instruction of a design trace may take: ``values``
     are decisions as the trace holds them (tiles as tuples); ``candidates`` are what
-    a ``sample_categorical`` decision (an index) stands for."""
+    a ``sample_categorical`` decision (an index) stands for; ``role`` says what the
+    decision controls where a space knows it (``"parallel"``, ``"vectorize"``,
+    ``"unroll"``), so a search can weigh its moves by role; "" where it does not."""
 
     kind: str
     values: tuple[Any, ...]
     candidates: tuple[int, ...] = ()
+    role: str = ""
     _positions: dict[Any, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
