@@ -1,9 +1,11 @@
 """The ``tensortune tune``, ``best`` and ``records`` commands (see ``tuner.cli``).
 
-A workload is named on the command line as an op with ``--shape`` (matmul's M N K,
-batch_matmul's B M N K, dense's batch, in and out features), as ``--spec`` (a spec's
-JSON text or a file holding it), as a spec JSON file in place of the op, or, for
-``best`` and ``records``, as a stored workload key. ``tune --space`` chooses the
+A workload is named on the command line as an op with ``--shape`` (its sizes:
+matmul's M N K, conv2d's batch, channels, height, width, filters and kernel; or the
+tensor shape of softmax, relu, add ...: ``tuner.shape_args``) and
+``--arg NAME=VALUE`` for its other arguments, as ``--spec`` (a spec's JSON text or a
+file holding it), as a spec JSON file in place of the op, or, for ``best`` and
+``records``, as a stored workload key. ``tune --space`` chooses the
 space (``tuner.space_choice``): ``auto``, ``template`` or a schedule function as
 ``module:function``. Input that names no workload, or no space that fits it,
 raises UsageError, which the command line turns into exit code 2.
@@ -29,6 +31,7 @@ from tuner.arguments import int_in_range
 from tuner.failures import one_line
 from tuner.progress import Progress
 from tuner.search import SearchError
+from tuner.shape_args import shape_arguments
 from tuner.space import Space, SpaceError
 from tuner.space_choice import choose_space
 from tuner.task import TuneTask
@@ -43,12 +46,6 @@ from tuner.tune import (
 )
 from workers.ray_address import parse_address
 
-# The spec arguments ``--shape`` fills, by op.
-SHAPE_ARGS: dict[str, tuple[str, ...]] = {
-    "matmul": ("m", "n", "k"),
-    "batch_matmul": ("batch", "m", "n", "k"),
-    "dense": ("batch", "in_features", "out_features"),
-}
 # A workload key, or the start of one: ``records`` prints the first 12 characters.
 RAY_CONNECT_TIMEOUT_S = 30.0
 MAX_RAY_CONNECT_TIMEOUT_S = 3600.0
@@ -118,7 +115,16 @@ def _workload_arguments(
 ) -> None:
     what = "an op, a spec JSON file" + (" or a workload key" if key else "")
     parser.add_argument("workload", nargs="?", help=what)
-    parser.add_argument("--shape", type=int, nargs="+", help="matmul: M N K; see --help")
+    parser.add_argument(
+        "--shape", type=int, nargs="+", help="the op's sizes (matmul: M N K) or tensor shape"
+    )
+    parser.add_argument(
+        "--arg",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="another argument of the op, VALUE as JSON or a word (stride=2, activation=relu)",
+    )
     parser.add_argument("--spec", help="a workload spec as JSON text or a JSON file")
     parser.add_argument("--target", default="llvm", help="compile target (default: llvm)")
     parser.add_argument("--url", "--db", dest="url", help="database URL (default: SQLite)")
@@ -282,30 +288,38 @@ def _space(task: TuneTask, choice: str, options: TuneOptions) -> Space:
 
 def _spec(args: argparse.Namespace) -> dict[str, Any]:
     if args.spec is not None:
-        if args.workload is not None or args.shape is not None:
-            raise UsageError("give either --spec or an op with --shape, not both")
+        if args.workload is not None or args.shape is not None or args.arg:
+            raise UsageError("give either --spec or an op with --shape/--arg, not both")
         return _as_dict(_load_json(args.spec))
     workload = args.workload
     if workload is None:
         raise UsageError("name a workload: an op with --shape (matmul --shape M N K) or --spec")
     if workload.endswith(".json") or os.path.isfile(workload):
-        if args.shape is not None:
-            raise UsageError("--shape goes with an op name, not with a spec file")
+        if args.shape is not None or args.arg:
+            raise UsageError("--shape and --arg go with an op name, not with a spec file")
         return _as_dict(_load_json(workload))
-    names = SHAPE_ARGS.get(workload)
-    if names is None:
-        if workload not in known_ops():
-            raise UsageError(f"unknown op {workload!r}; the ops are {', '.join(known_ops())}")
-        raise UsageError(
-            f"--shape does not apply to {workload!r} (it does to {', '.join(SHAPE_ARGS)}); "
-            'give the whole spec: --spec \'{"op": "%s", "args": {...}}\'' % workload
-        )
-    if args.shape is None or len(args.shape) != len(names):
-        raise UsageError(
-            f"{workload} needs --shape {' '.join(n.upper() for n in names)} "
-            f"({len(names)} positive integers), got {args.shape}"
-        )
-    return {"op": workload, "args": dict(zip(names, args.shape, strict=True))}
+    if workload not in known_ops():
+        raise UsageError(f"unknown op {workload!r}; the ops are {', '.join(known_ops())}")
+    try:
+        return shape_arguments(workload).spec(args.shape, _named_arguments(args.arg))
+    except WorkloadError as err:
+        raise UsageError(f"{err} (or give the whole spec: --spec '{{\"op\": ...}}')") from None
+
+
+def _named_arguments(pairs: list[str]) -> dict[str, Any]:
+    """``--arg NAME=VALUE`` pairs as spec arguments; VALUE is JSON, or else a word."""
+    named: dict[str, Any] = {}
+    for pair in pairs:
+        name, equals, text = pair.partition("=")
+        if not equals or not name.strip():
+            raise UsageError(f"--arg {pair!r}: give NAME=VALUE (e.g. --arg stride=2)")
+        if name.strip() in named:
+            raise UsageError(f"--arg {name.strip()} is given twice; give it once")
+        try:
+            named[name.strip()] = json.loads(text)
+        except json.JSONDecodeError:
+            named[name.strip()] = text
+    return named
 
 
 def _as_dict(spec: Any) -> dict[str, Any]:

@@ -120,6 +120,7 @@ def command_lines(draw: st.DrawFn, files: Files, url: str) -> list[str]:
         if draw(st.booleans()):
             argv += ["--shape", *draw(st.lists(st.sampled_from(SMALL_SIZES), max_size=4))]
         argv += flag("--spec", spec)
+        argv += flag("--arg", st.sampled_from(["stride=2", "activation=relu", "x", "=", "m=[1]"]))
         argv += flag("--target", st.sampled_from(["llvm", "llvm -mcpu=nosuch", "cuda", "", "x"]))
     if command == "tune":
         argv += flag("--trials", numbers) + flag("--batch-size", numbers)
