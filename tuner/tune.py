@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
+from typing import TypeVar
 
 from compiler.schedule.trace import canonical_trace, trace_hash
 from compiler.workload.key import workload_to_json
@@ -39,6 +41,8 @@ from tuner.space import TraceCandidate
 from tuner.task import TuneTask
 from tuner.transfer import similar_workloads
 from workers import Candidate, ErrorKind, RunResult, Workers
+
+T = TypeVar("T")
 
 RECORD_PAGE = 1000
 # The accepted range of each numeric option. A seed reaches numpy and XGBoost, which
@@ -111,7 +115,9 @@ class TuneResult:
     ``transferred`` records of ``similar`` other workloads the search learned from, why
     it stopped, the best GFLOP/s so far after each trial of this run (``curve``), and
     the best schedules re-timed, fastest first (``best``; after an interrupt, the best
-    stored ones, not re-timed)."""
+    stored ones, not re-timed). ``search_seconds`` of ``wall_seconds`` went to the
+    search strategy itself (proposing and learning); the rest to measuring, storing
+    and re-timing."""
 
     task: TuneTask
     space: str
@@ -126,6 +132,7 @@ class TuneResult:
     transferred: int = 0
     similar: int = 0
     failures: tuple[FailureGroup, ...] = ()
+    search_seconds: float = 0.0
 
     @property
     def interrupted(self) -> bool:
@@ -170,20 +177,9 @@ def tune(
     reason = "budget"
     transferred = similar = 0
     if remaining > 0:
-        strategy = search.create(
-            options.tuner,
-            space=space,
-            max_trials=remaining,
-            batch_size=options.batch_size,
-            early_stopping=options.early_stopping,
-            seed=options.seed,
+        strategy, transferred, similar = loop.timed(
+            lambda: _strategy(task, space, database, stored, remaining, options)
         )
-        strategy.restore_traces((r.trace, r.seconds) for r in stored)
-        if options.transfer and strategy.learns_from_other_workloads:
-            for other in similar_workloads(database, task, space):
-                taken = strategy.learn_from(other.space, other.records)
-                transferred += taken
-                similar += 1 if taken else 0
         loop.restored = restored
         loop.known = {r.trace_hash: MeasureResult(r.seconds, r.error) for r in stored}
         loop.best_seconds = min((r.seconds for r in stored if r.seconds), default=None)
@@ -204,11 +200,41 @@ def tune(
         stop_reason=reason,
         wall_seconds=time.monotonic() - start,
         curve=tuple(loop.curve),
+        search_seconds=loop.search_seconds,
         best=best,
         transferred=transferred,
         similar=similar,
         failures=group_failures(loop.failed),
     )
+
+
+def _strategy(
+    task: TuneTask,
+    space: spaces.Space,
+    database: Database,
+    stored: Sequence[TuningRecord],
+    trials: int,
+    options: TuneOptions,
+) -> tuple[SearchStrategy, int, int]:
+    """The search for ``trials`` more trials, told the stored records and, when it
+    learns across workloads, those of similar workloads; with how many records of how
+    many similar workloads it learned from."""
+    strategy = search.create(
+        options.tuner,
+        space=space,
+        max_trials=trials,
+        batch_size=options.batch_size,
+        early_stopping=options.early_stopping,
+        seed=options.seed,
+    )
+    strategy.restore_traces((r.trace, r.seconds) for r in stored)
+    transferred = similar = 0
+    if options.transfer and strategy.learns_from_other_workloads:
+        for other in similar_workloads(database, task, space):
+            taken = strategy.learn_from(other.space, other.records)
+            transferred += taken
+            similar += 1 if taken else 0
+    return strategy, transferred, similar
 
 
 def check_search(space: spaces.Space, options: TuneOptions) -> None:
@@ -242,13 +268,14 @@ class _Loop:
         self.errors = 0
         self.failed: list[tuple[ErrorKind, str]] = []
         self.curve: list[float] = []
+        self.search_seconds = 0.0
 
     def run(self, strategy: SearchStrategy) -> str:
         """Run until the strategy stops; returns why it stopped."""
         try:
-            while (batch := strategy.generate_measure_candidates()) is not None:
+            while (batch := self.timed(strategy.generate_measure_candidates)) is not None:
                 results = self.measure(batch)
-                strategy.notify_runner_results(batch, results)
+                self.timed(partial(strategy.notify_runner_results, batch, results))
         except KeyboardInterrupt:
             return "interrupted"
         if strategy.trials >= strategy.max_trials:
@@ -256,6 +283,14 @@ class _Loop:
         if strategy.exhausted:
             return "space exhausted"
         return "early stopping"
+
+    def timed(self, step: Callable[[], T]) -> T:
+        """``step()``, its time added to the search's own."""
+        start = time.monotonic()
+        try:
+            return step()
+        finally:
+            self.search_seconds += time.monotonic() - start
 
     def measure(self, batch: Sequence[TraceCandidate]) -> list[MeasureResult]:
         """Measure the batch's new traces, commit their records in one transaction, and

@@ -38,6 +38,7 @@ def test_tune_stores_records_and_retimes_the_best(task, database, backend):
     assert (result.measured, result.restored, result.stop_reason) == (16, 0, "budget")
     assert _check_no_repeats(database, task) == 16
     assert len(result.curve) == 16
+    assert 0 < result.search_seconds < result.wall_seconds
     assert all(a <= b for a, b in zip(result.curve, result.curve[1:], strict=False))
     assert 1 <= len(result.best) <= 3
     stored = {r.trace for r in database.records(task.workload_key, task.target)}
