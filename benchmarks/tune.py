@@ -22,7 +22,6 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -31,55 +30,14 @@ if sys.path and os.path.abspath(sys.path[0] or os.curdir) == _HERE:
 
 import numpy as np  # noqa: E402
 
-import compiler  # noqa: E402
-from compiler.runtime.profiling import time_raw  # noqa: E402
-from compiler.topi.reference import numpy_function  # noqa: E402
 from tuner.task import TuneTask  # noqa: E402
 
 sys.path.append(_HERE)  # the packages are imported: now the sibling modules can be
-from onnx_peer import onnxruntime_version, session_for  # noqa: E402
+from baselines import baselines, reference_of, rounded, seconds_per_call  # noqa: E402
+from onnx_peer import onnxruntime_version  # noqa: E402
 from tuned_workloads import CONV, GEMM, tune_from_scratch  # noqa: E402
 
 WORKLOADS = {"gemm": ("gemm_1024", GEMM), "conv2d": ("conv2d_1x64x56x56_k3", CONV)}
-REPEATS = 7
-WINDOWS = 10
-WINDOW_GAP_S = 0.2
-
-
-def seconds_per_call(call: Callable[[], Any]) -> float:
-    """The statistic the tuner's runner uses (the fastest of ``REPEATS`` loops of at
-    least 20 ms), taken in ``WINDOWS`` windows spread over about three seconds; the
-    fastest. A parallel kernel's speed can change for seconds at a time with how the
-    machine runs its threads (``timing_stability.py``); spread out, the windows catch
-    its steady best, as the run's re-timing does."""
-    windows = []
-    for _ in range(WINDOWS):
-        windows.append(time_raw(call, (), 1, REPEATS, 20.0).min)
-        time.sleep(WINDOW_GAP_S)
-    return min(windows)
-
-
-def reference_of(task: TuneTask) -> Callable[..., np.ndarray]:
-    """The strongest plain-numpy formulation of the task's operator."""
-    assert task.spec is not None
-    return numpy_function(json.loads(task.spec))
-
-
-def baselines(task: TuneTask, spec: dict[str, Any], arrays: list[np.ndarray]) -> dict[str, Any]:
-    inputs = arrays[:-1]
-    reference = reference_of(task)
-    expected = reference(*inputs)
-    numpy_seconds = seconds_per_call(lambda: reference(*inputs))
-    row: dict[str, Any] = {"numpy_gflops": task.gflops(numpy_seconds)}
-    peer = session_for(spec, inputs, arrays[-1].ndim)
-    if peer is not None:
-        np.testing.assert_allclose(
-            peer.in_workload_layout(peer.run()), expected, rtol=1e-3, atol=1e-3
-        )
-        row["onnxruntime_gflops"] = task.gflops(seconds_per_call(peer.run))
-    default = compiler.build(task.func, target=task.target)
-    row["default_gflops"] = task.gflops(seconds_per_call(lambda: default(*arrays)))
-    return row
 
 
 def seed_row(task: TuneTask, arrays: list[np.ndarray], trials: int, seed: int) -> dict[str, Any]:
@@ -125,7 +83,7 @@ def bench(name: str, spec: dict[str, Any], args: argparse.Namespace) -> dict[str
     if "onnxruntime_gflops" in row:
         row["tuned_vs_onnxruntime"] = row["tuned_gflops_median"] / row["onnxruntime_gflops"]
     print_row(name, row)
-    return _rounded(row)
+    return rounded(row)
 
 
 def print_row(name: str, row: dict[str, Any]) -> None:
@@ -149,16 +107,6 @@ def print_row(name: str, row: dict[str, Any]) -> None:
     if "tuned_vs_onnxruntime" in row:
         line += f", {row['tuned_vs_onnxruntime']:.2f}x onnxruntime"
     print(line + f"; spread over seeds {row['spread_over_seeds']:.1%}")
-
-
-def _rounded(value: Any) -> Any:
-    if isinstance(value, float):
-        return round(value, 3)
-    if isinstance(value, dict):
-        return {k: _rounded(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_rounded(v) for v in value]
-    return value
 
 
 def main() -> None:

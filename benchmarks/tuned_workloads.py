@@ -11,6 +11,8 @@ import tempfile
 import compiler
 import workers
 from db import SQLDatabase
+from tuner.space import Space
+from tuner.space_choice import choose_space
 from tuner.task import TuneTask
 from tuner.tune import TuneOptions, TuneResult, tune
 
@@ -30,13 +32,22 @@ CONV = {
 
 
 def tune_from_scratch(
-    task: TuneTask, *, trials: int, seed: int
+    task: TuneTask,
+    *,
+    trials: int,
+    seed: int,
+    space: Space | str = "auto",
+    tuner: str = "xgb",
 ) -> tuple[TuneResult, compiler.runtime.Module]:
-    """``task`` tuned with the local workers into a temporary database, and the module
-    ``compiler.build`` makes from that database (the best re-timed schedule)."""
+    """``task`` tuned with the local workers into a temporary database, over ``space``
+    (or the space it names: ``tuner.space_choice``) with the search ``tuner``, and the
+    module ``compiler.build`` makes from that database (the best re-timed schedule)."""
+    chosen = space
+    if not isinstance(chosen, Space):
+        chosen = choose_space(space, task.func, target=task.target, seed=seed)
     with tempfile.TemporaryDirectory() as folder:
         url = f"sqlite:///{os.path.join(folder, 'tune.db')}"
         with SQLDatabase(url) as database, workers.create("local") as backend:
-            options = TuneOptions(trials=trials, seed=seed)
-            result = tune(task, database=database, workers=backend, options=options)
+            options = TuneOptions(trials=trials, seed=seed, tuner=tuner)
+            result = tune(task, database=database, workers=backend, options=options, space=chosen)
             return result, compiler.build(task.func, target=task.target, database=database)
