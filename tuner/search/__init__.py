@@ -19,7 +19,8 @@ from tuner.search.base import (
 )
 from tuner.search.genetic import GeneticSearch
 from tuner.search.grid_search import GridSearch
-from tuner.search.model_based import ModelBasedSearch, transfer_records
+from tuner.search.model_based import ModelBasedSearch
+from tuner.search.model_guided import ModelGuidedSearch, transfer_records
 from tuner.search.random_search import RandomSearch
 
 KINDS: dict[str, type[SearchStrategy]] = {
@@ -45,6 +46,7 @@ __all__ = [
     "MeasureResult",
     "Measurement",
     "ModelBasedSearch",
+    "ModelGuidedSearch",
     "Observation",
     "RandomSearch",
     "SearchError",
