@@ -170,6 +170,7 @@ def test_illegal_decisions_are_skipped_not_measured() -> None:
         ("random", 384, {}),
         ("ga", 160, {"population": 16}),
         ("xgb", 80, {}),
+        ("evolutionary", 80, {"features": "decision"}),
     ],
 )
 def test_each_strategy_finds_the_known_best_in_either_kind_of_space(

@@ -45,7 +45,7 @@ DEFAULT_FEATURES = "loop_nest"
 POPULATION_SIZE = 512
 # The default population per candidate a batch wants, and its floor: the search's
 # own time grows with the batch, as the measuring time does.
-POPULATION_PER_CANDIDATE = 4
+POPULATION_PER_CANDIDATE = 2
 MIN_POPULATION = 32
 # Draws per point wanted before a converged population (or a small space) stops.
 ATTEMPTS_PER_POINT = 4
