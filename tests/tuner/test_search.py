@@ -127,7 +127,7 @@ def test_results_must_match_the_candidates(space: Space) -> None:
 
 
 def test_create_lists_the_kinds(space: Space) -> None:
-    with pytest.raises(SearchError, match=r"\['ga', 'grid', 'random', 'xgb'\]"):
+    with pytest.raises(SearchError, match=r"\['evolutionary', 'ga', 'grid', 'random', 'xgb'\]"):
         search.create("bayesian", space=space, max_trials=4)
     with pytest.raises(SearchError, match="max_trials must be a positive int"):
         search.create("random", space=space, max_trials=0)
@@ -170,6 +170,7 @@ def test_illegal_decisions_are_skipped_not_measured() -> None:
         ("random", 384, {}),
         ("ga", 160, {"population": 16}),
         ("xgb", 80, {}),
+        ("evolutionary", 80, {"features": "decision"}),
     ],
 )
 def test_each_strategy_finds_the_known_best_in_either_kind_of_space(

@@ -1,9 +1,10 @@
 """Search strategies over a space's decisions, with the ask/tell protocol (see ``base``).
 
 ``create(kind, space=..., max_trials=..., **options)`` with kind ``random``,
-``grid`` (an enumerable space only), ``ga`` (genetic algorithm) or ``xgb``
+``grid`` (an enumerable space only), ``ga`` (genetic algorithm), ``xgb``
 (model-based: XGBoost ranks, simulated annealing proposes, epsilon-greedy
-explores).
+explores) or ``evolutionary`` (MetaSchedule's: a population evolved by mutators,
+scored by a cost model).
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from tuner.search.base import (
     SearchError,
     SearchStrategy,
 )
+from tuner.search.evolutionary import EvolutionarySearch
 from tuner.search.genetic import GeneticSearch
 from tuner.search.grid_search import GridSearch
-from tuner.search.model_based import ModelBasedSearch, transfer_records
+from tuner.search.model_based import ModelBasedSearch
+from tuner.search.model_guided import ModelGuidedSearch, transfer_records
 from tuner.search.random_search import RandomSearch
 
 KINDS: dict[str, type[SearchStrategy]] = {
@@ -27,6 +30,7 @@ KINDS: dict[str, type[SearchStrategy]] = {
     "grid": GridSearch,
     "ga": GeneticSearch,
     "xgb": ModelBasedSearch,
+    "evolutionary": EvolutionarySearch,
 }
 
 
@@ -40,11 +44,13 @@ def create(kind: str, **options: Any) -> SearchStrategy:
 
 __all__ = [
     "KINDS",
+    "EvolutionarySearch",
     "GeneticSearch",
     "GridSearch",
     "MeasureResult",
     "Measurement",
     "ModelBasedSearch",
+    "ModelGuidedSearch",
     "Observation",
     "RandomSearch",
     "SearchError",

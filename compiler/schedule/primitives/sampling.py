@@ -59,7 +59,7 @@ def sample_perfect_tile(
         )
     innermost = rng.choice(innermost_choices)
     factors = [1] * (n - 1) + [innermost]
-    for prime in _prime_factors(extent // innermost):
+    for prime in prime_factors(extent // innermost):
         factors[rng.randrange(n - 1)] *= prime
     return factors
 
@@ -106,7 +106,9 @@ def _divisors(n: int) -> list[int]:
     return sorted(set(small + [n // d for d in small]))
 
 
-def _prime_factors(n: int) -> list[int]:
+def prime_factors(n: int) -> list[int]:
+    """The primes whose product is ``n``, smallest first, repeated as often as they
+    divide it (none for 1)."""
     primes = []
     p = 2
     while p * p <= n:

@@ -1,0 +1,170 @@
+"""Evolutionary search guided by a cost model (TVM MetaSchedule's EvolutionarySearch).
+
+A measurement costs a build and many runs; the cost model scores a point in
+microseconds to milliseconds. So the search measures only what the model ranks
+best, and finds it by evolving a population rather than ranking the whole space,
+which a generated or user-written space is too large (or too irregular) to
+enumerate. Children are small mutations of parents the model likes (a prime
+factor moved from one tile to another, a neighbouring parallel extent), so
+they stay near good points, where the model has data and is most trustworthy.
+
+Each ask, in order:
+
+1. until ``warmup`` candidates ran (and no transfer records were given), propose
+   nothing: the base class measures at random, and the model has nothing to learn;
+2. fit the cost model on every observation and the transfer records;
+3. the first population: the fastest points measured so far and random legal ones;
+4. each of ``generations`` times: score the population with the model, draw
+   parents with probability proportional to their predicted throughput, mutate
+   each into a child, and keep the legal children not met before;
+5. propose the best-scored unvisited points met in any generation, except a
+   share ``epsilon`` of random points, so regions the model wrongly thinks poor
+   still get measured.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Container, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from compiler.schedule import ScheduleError
+from tuner.cost_model.base import CostModel
+from tuner.cost_model.features import FeatureExtractor
+from tuner.search import mutators
+from tuner.search.base import SearchError
+from tuner.search.model_guided import ModelGuidedSearch
+from tuner.space.base import Decisions, Space
+
+# The features the model reads unless told otherwise.
+DEFAULT_FEATURES = "loop_nest"
+# The largest population the default sizing gives; MetaSchedule's CPU default is 2048,
+# but each point here is replayed in Python (about 10 ms for a knob template).
+POPULATION_SIZE = 512
+# The default population per candidate a batch wants, and its floor: the search's
+# own time grows with the batch, as the measuring time does.
+POPULATION_PER_CANDIDATE = 2
+MIN_POPULATION = 32
+# Draws per point wanted before a converged population (or a small space) stops.
+ATTEMPTS_PER_POINT = 4
+
+
+class EvolutionarySearch(ModelGuidedSearch):
+    """``features`` is an extractor or its kind; ``model`` a CostModel (default:
+    XGBoost regression seeded by ``seed``); ``population_size`` the points per
+    generation (default: POPULATION_PER_CANDIDATE per candidate wanted, between
+    MIN_POPULATION and POPULATION_SIZE); ``generations`` how many times the
+    population breeds per ask; ``elites`` how many of the fastest measured points
+    seed it; ``mutation_probabilities`` maps mutator kinds to their probability
+    (default ``mutators.DEFAULT_PROBABILITIES``); ``epsilon`` the share of each batch
+    drawn at random; ``warmup`` the measurements before the model is used
+    (default: one batch)."""
+
+    def __init__(
+        self,
+        space: Space,
+        *,
+        features: str | FeatureExtractor = DEFAULT_FEATURES,
+        model: CostModel | None = None,
+        population_size: int | None = None,
+        generations: int = 4,
+        elites: int = 16,
+        mutation_probabilities: Mapping[str, float] | None = None,
+        epsilon: float = 0.05,
+        warmup: int | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(
+            space, features=features, model=model, epsilon=epsilon, warmup=warmup, **options
+        )
+        if population_size is not None:
+            _check_count("population_size", population_size, least=1)
+        _check_count("generations", generations, least=0)
+        _check_count("elites", elites, least=0)
+        self.population_size = population_size
+        self.generations = generations
+        self.elites = elites
+        self.mutation = mutators.mix(mutation_probabilities)
+
+    def _propose(self, count: int) -> Iterator[Decisions]:
+        if not self._model_ready():
+            return
+        self._fit()
+        size = self._population(count)
+        scored = self._evolve(self._initial_population(size), size)
+        ranked = sorted(scored, key=lambda point: -scored[point])
+        yield from self._with_exploration([p for p in ranked if not self.is_visited(p)], count)
+
+    def _population(self, count: int) -> int:
+        """The points per generation when ``count`` candidates are wanted."""
+        if self.population_size is not None:
+            return self.population_size
+        return min(POPULATION_SIZE, max(MIN_POPULATION, POPULATION_PER_CANDIDATE * count))
+
+    def _initial_population(self, size: int) -> list[Decisions]:
+        """The ``elites`` fastest points measured, then random legal unvisited points up
+        to ``size`` (fewer when the space has not that many left)."""
+        population = dict.fromkeys(o.decisions for o in self.measured()[: self.elites])
+        for _ in range(ATTEMPTS_PER_POINT * size):
+            if len(population) >= size:
+                break
+            point = self.space.random_decisions(self.rng)
+            if self._fresh(point, population) and self._legal(point):
+                population[point] = None
+        return list(population)
+
+    def _evolve(self, population: list[Decisions], size: int) -> dict[Decisions, float]:
+        """Every point the generations met, with the model's score of it."""
+        scored: dict[Decisions, float] = {}
+        for _ in range(self.generations):
+            scores = self._score(population, scored)
+            population = self._children(population, scores, size, scored)
+        self._score(population, scored)
+        return scored
+
+    def _score(self, population: list[Decisions], scored: dict[Decisions, float]) -> np.ndarray:
+        """The model's score of each point of ``population``, also noted in ``scored``."""
+        scores = self._predict(population)
+        scored.update(zip(population, scores.tolist(), strict=True))
+        return scores
+
+    def _children(
+        self, parents: list[Decisions], scores: np.ndarray, size: int, met: Mapping[Decisions, Any]
+    ) -> list[Decisions]:
+        """Up to ``size`` legal children not in ``met`` nor visited, each a mutation of
+        a parent drawn with probability proportional to its predicted throughput (the
+        scores are log throughputs)."""
+        if not parents:
+            return []
+        weights = np.exp(scores - scores.max())
+        cumulative = list(itertools.accumulate(weights.tolist()))
+        children: dict[Decisions, None] = {}
+        for _ in range(ATTEMPTS_PER_POINT * size):
+            if len(children) >= size:
+                break
+            parent = self.rng.choices(parents, cum_weights=cumulative)[0]
+            child = self.mutation.mutated(self.space, parent, self.rng)
+            if child is not None and child not in met and self._fresh(child, children):
+                if self._legal(child):
+                    children[child] = None
+        return list(children)
+
+    def _fresh(self, point: Decisions, taken: Container[Decisions]) -> bool:
+        """Whether ``point`` is neither measured (or restored) nor already taken."""
+        return not self.is_visited(point) and point not in taken
+
+    def _legal(self, point: Decisions) -> bool:
+        """Whether ``point`` replays; the space keeps the candidate (or the error), so the
+        features and the batch that use it next do not replay it again."""
+        try:
+            self.space.candidate(point)
+        except ScheduleError:
+            return False
+        return True
+
+
+def _check_count(name: str, value: object, *, least: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        raise SearchError(f"{name} must be an int >= {least}, got {value!r}")
