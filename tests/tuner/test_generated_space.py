@@ -27,8 +27,10 @@ from tuner.task import TuneTask
 from tuner.tune import TuneOptions, tune
 from workers import Workers
 
-# Distinct traces built per operator in CI; the slow variant draws SLOW_SAMPLES.
+# Candidates drawn per operator in CI (one for the tiled ones, whose builds take
+# seconds); the slow variant draws SLOW_SAMPLES.
 CI_SAMPLES = 2
+TILED = {"matmul", "batch_matmul", "dense", "conv2d_nchw", "conv2d_nhwc", "conv2d_nchw_bias_relu"}
 SLOW_SAMPLES = 100
 TOLERANCE = {"rtol": 1e-4, "atol": 1e-4}
 
@@ -59,7 +61,7 @@ def check_samples(op: str, samples: int) -> tuple[int, int]:
 
 @pytest.mark.parametrize("op", sorted(SHAPES))
 def test_sampled_candidates_compute_what_numpy_computes(op: str) -> None:
-    check_samples(op, CI_SAMPLES)
+    check_samples(op, 1 if op in TILED else CI_SAMPLES)
 
 
 @pytest.mark.slow
@@ -69,7 +71,7 @@ def test_a_hundred_sampled_candidates_compute_what_numpy_computes(op: str) -> No
     assert drawn == SLOW_SAMPLES and distinct >= 1
 
 
-@pytest.mark.parametrize("op", ["dense", "softmax", "conv2d_nchw_bias_relu"])
+@pytest.mark.parametrize("op", ["dense", "softmax", "conv2d_nchw"])
 def test_a_stored_trace_replays_the_same_program_and_reads_back(op: str) -> None:
     func, _ = workload(op)
     space = GeneratedSpace(func)
@@ -127,10 +129,10 @@ def test_a_quick_tune_finishes_and_its_best_replays_at_build_time(
     normalized = normalize_spec(spec)
     func = workload_from_normalized_spec(normalized)
     task = TuneTask.from_func(func, "llvm")
-    options = TuneOptions(trials=6, tuner="random", batch_size=3, seed=2)
+    options = TuneOptions(trials=4, tuner="random", batch_size=2, seed=2)
     space = GeneratedSpace(func)
     result = tune(task, database=database, workers=backend, options=options, space=space)
-    assert (result.measured, result.errors) == (6, 0)
+    assert (result.measured, result.errors) == (4, 0)
     best = database.best_trace(task.workload_key, task.target)
     assert best is not None and best == result.best[0].trace
     assert space.candidate_from_trace(best) is not None
