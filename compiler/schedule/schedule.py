@@ -272,9 +272,14 @@ class Schedule:
 
     @instruction
     def annotate(self, block_or_loop: BlockRV | LoopRV, ann_key: str, ann_val: Any) -> None:
+        """Store ``ann_key: ann_val`` on a block or loop. A sampled value (ExprRV) is
+        stored as its int and recorded as the variable, so a trace replayed with
+        another decision annotates the new value (how a space hands its sampled
+        parallel, vector and unroll sizes to the steps that realise them)."""
         node = self.get(block_or_loop)
         func_name = block_or_loop.func_name
-        func = P.annotate(self._func(func_name), node, ann_key, ann_val)
+        value = ann_val.value if isinstance(ann_val, ExprRV) else ann_val
+        func = P.annotate(self._func(func_name), node, ann_key, value)
         self._install(func_name, func)
 
     # compute location ----------------------------------------------------------------

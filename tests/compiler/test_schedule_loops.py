@@ -501,6 +501,17 @@ def test_annotate_blocks_and_loops() -> None:
     assert "meta.tile" in sch.mod.script()
 
 
+def test_annotate_with_a_sampled_value_replays_with_the_new_decision() -> None:
+    sch = Schedule(elementwise(3))
+    block = sch.get_block("B")
+    size = sch.sample_categorical([4, 16], [0.5, 0.5], decision=0)
+    sch.annotate(block, "size", size)
+    assert sch.get(block).annotations == {"size": 4}
+    other = Schedule(elementwise(3))
+    sch.trace.apply_to_schedule(other, {1: 1})
+    assert other.get(other.get_block("B")).annotations == {"size": 16}
+
+
 @pytest.mark.parametrize("value", [{"a": 1}, None, float("nan"), object(), [1, {2}]])
 def test_annotate_rejects_values_that_are_not_json_data(value: Any) -> None:
     sch = Schedule(elementwise(3))

@@ -172,7 +172,8 @@ def test_illegal_decisions_raise_schedule_error_and_are_remembered() -> None:
 
 
 def test_create_and_registry_name_the_choices() -> None:
-    with pytest.raises(SpaceError, match=r"the kinds are \['schedule_fn', 'template'\]"):
+    kinds = r"the kinds are \['generated', 'schedule_fn', 'template'\]"
+    with pytest.raises(SpaceError, match=kinds):
         spaces.create("sketch")
     with pytest.raises(SpaceError, match=r"registered: batch_matmul\.x86, conv2d_nchw\.x86"):
         spaces.get_template("gemm.cuda")

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from replay_measurements import small_matmul, small_schedule, small_trace_space
 
 import compiler
+from compiler import te
 from compiler.schedule import Schedule
 from tuner import space as spaces
 from tuner.space import Decisions, ScheduleFnSpace, SpaceError
@@ -114,3 +115,22 @@ def test_sampled_and_mutated_candidates_build_to_numpys_result(seed: int) -> Non
         out = np.zeros((12, 16), "float32")
         compiler.build(SPACE.program(candidate).func)(A, B, out)
         np.testing.assert_allclose(out, A @ B, rtol=1e-5, atol=1e-5)
+
+
+def _place_producer(sch: Schedule) -> None:
+    producer = sch.get_block("B")
+    sch.compute_at(producer, sch.sample_compute_location(producer))
+
+
+def test_every_compute_location_reads_back() -> None:
+    """The location's variable is named by what it is (root, a loop, inline): another
+    decision must not make the trace look like another design's."""
+    a = te.placeholder((4, 8), name="A")
+    b = te.compute((4, 8), lambda i, j: a[i, j] + 1.0, name="B")
+    c = te.compute((4, 8), lambda i, j: b[i, j] * 2.0, name="C")
+    space = ScheduleFnSpace(te.create_prim_func([a, c]), _place_producer)
+    (locations,) = space.decision_domains(0)
+    assert set(locations.values) == {-2, -1, 0, 1}
+    for location in locations.values:
+        candidate = space.candidate(Decisions(0, (location,)))
+        assert space.candidate_from_trace(candidate.trace_json) == candidate

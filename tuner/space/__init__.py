@@ -3,7 +3,9 @@
 ``create(kind, **options)`` builds a space: ``"template"`` (a knob template,
 AutoTVM's style: ``func=..., template="matmul.x86", target="llvm"``) or
 ``"schedule_fn"`` (a user's schedule function that draws its choices with
-sampling instructions: ``func=..., schedule_fn=f``). ``space_for`` picks the
+sampling instructions: ``func=..., schedule_fn=f``) or ``"generated"`` (design
+traces generated from the computation by schedule rules, for any workload:
+``func=...``). ``space_for`` picks the
 space of a workload: the registered template that fits it. Registering a
 template is ``@template(name, blocks=...)`` on a function ``f(cfg, sch)``; the
 templates for matmul, dense, batch matmul, conv2d NCHW and depthwise conv2d
@@ -26,12 +28,17 @@ from tuner.space.base import (
     TraceCandidate,
 )
 from tuner.space.config import ConfigEntity
+from tuner.space.generated import GeneratedSpace
 from tuner.space.knobs import Knob
 from tuner.space.registry import Template, get_template, template, template_names, templates_for
 from tuner.space.schedule_fn import ScheduleFnSpace
 from tuner.space.template import TemplateSpace
 
-KINDS: dict[str, type[Space]] = {"template": TemplateSpace, "schedule_fn": ScheduleFnSpace}
+KINDS: dict[str, type[Space]] = {
+    "template": TemplateSpace,
+    "schedule_fn": ScheduleFnSpace,
+    "generated": GeneratedSpace,
+}
 
 
 def create(kind: str, **options: Any) -> Space:
@@ -63,6 +70,7 @@ __all__ = [
     "Decisions",
     "Domain",
     "EnumerableSpace",
+    "GeneratedSpace",
     "Knob",
     "ScheduleFnSpace",
     "Space",

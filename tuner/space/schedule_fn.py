@@ -6,25 +6,18 @@ choices with sampling instructions (``sample_perfect_tile``,
 ``sample_categorical``, ``sample_compute_location``), passing what they return to
 the primitives. Running it once records the design trace; a candidate is that
 trace replayed with other decisions, so the function itself runs only once.
-The domain of each sampling instruction comes from the design: every perfect
-tiling of the loop it tiles, every categorical candidate with a weight above 0,
-every legal compute location.
+The domain of each sampling instruction comes from the design
+(``designs.sampling_domain``).
 """
 
 from __future__ import annotations
 
-import json
-import math
 import traceback
 from collections.abc import Callable
-from typing import Any
 
 from compiler.codegen.target import LLVMTarget
 from compiler.ir.function import PrimFunc
-from compiler.ir.stmt import Block
 from compiler.schedule import Schedule, ScheduleError, Trace
-from compiler.schedule.primitives.compute_location import compute_location_choices
-from compiler.schedule.primitives.sampling import perfect_tile_choices
 from tuner.space.base import (
     Decisions,
     Domain,
@@ -35,6 +28,7 @@ from tuner.space.base import (
     parse_trace,
     trace_decision,
 )
+from tuner.space.designs import sampling_domain, skeleton
 
 ScheduleFn = Callable[[Schedule], None]
 
@@ -60,7 +54,7 @@ class ScheduleFnSpace(Space):
         self._design = self._record_design()
         self._sampled = sorted(self._design.decisions)
         self._domains = tuple(self._domain(i) for i in self._sampled)
-        self._skeleton = _skeleton(self._design)
+        self._skeleton = skeleton(self._design)
 
     @property
     def name(self) -> str:
@@ -87,27 +81,7 @@ class ScheduleFnSpace(Space):
         return trace
 
     def _domain(self, index: int) -> Domain:
-        inst = self._design.instructions[index]
-        if inst.kind == "sample_perfect_tile":
-            extent = math.prod(inst.decision)
-            n = inst.inputs["n"]
-            tiles = perfect_tile_choices(extent, n, inst.inputs["max_innermost_factor"])
-            return Domain(inst.kind, tuple(tiles))
-        if inst.kind == "sample_categorical":
-            probs = inst.inputs["probs"]
-            allowed = tuple(k for k, p in enumerate(probs) if p > 0)
-            return Domain(inst.kind, allowed, tuple(inst.inputs["candidates"]))
-        return Domain(inst.kind, tuple(self._compute_locations(index)))
-
-    def _compute_locations(self, index: int) -> list[int]:
-        """The legal locations of a ``sample_compute_location``, read on the design
-        replayed up to it."""
-        sch = Schedule(self.func)
-        Trace(self._design.instructions[: index + 1]).apply_to_schedule(sch)
-        block = sch.trace.instructions[index].inputs["block"]
-        stmt = sch.get(block)
-        assert isinstance(stmt, Block)
-        return compute_location_choices(sch.mod[block.func_name], stmt)
+        return sampling_domain(self.func, self._design, index)
 
     def design_traces(self) -> tuple[Trace, ...]:
         return (self._design,)
@@ -132,7 +106,7 @@ class ScheduleFnSpace(Space):
 
     def candidate_from_trace(self, trace: Trace | str) -> TraceCandidate | None:
         parsed = parse_trace(trace)
-        if parsed is None or _skeleton(parsed) != self._skeleton:
+        if parsed is None or skeleton(parsed) != self._skeleton:
             return None
         values = tuple(decision_value(parsed.instructions[i].decision) for i in self._sampled)
         if any(d.position(v) is None for d, v in zip(self._domains, values, strict=True)):
@@ -149,11 +123,3 @@ class ScheduleFnSpace(Space):
 
     def __repr__(self) -> str:
         return f"ScheduleFnSpace({self.name!r}, {len(self._sampled)} decisions)"
-
-
-def _skeleton(trace: Trace) -> str:
-    """The trace without its decisions: equal for every candidate of one design."""
-    document: dict[str, Any] = trace.as_json()
-    for inst in document["instructions"]:
-        inst.pop("decision", None)
-    return json.dumps(document, sort_keys=True)

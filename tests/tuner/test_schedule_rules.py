@@ -1,0 +1,187 @@
+"""The schedule rules of the generated space, one at a time, and the postprocessing
+step that realises the sampled parallel, vector and unroll sizes."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from generated_cases import workload
+from workloads import mm_relu, softmax
+
+from compiler import te
+from compiler.ir.function import PrimFunc
+from compiler.ir.node import Node, visit
+from compiler.ir.stmt import For, ForKind
+from compiler.schedule import Schedule, ScheduleError
+from compiler.schedule import primitives as P
+from tuner.space.base import Decisions
+from tuner.space.generated import GeneratedSpace
+from tuner.space.rules import (
+    AddRFactor,
+    AutoInline,
+    MultiLevelTiling,
+    ParallelVectorizeUnroll,
+    RandomComputeLocation,
+)
+from tuner.space.rules.analysis import iterations
+from tuner.space.rules.parallel_vectorize_unroll import UNROLL_MAX_STEPS
+
+
+def loops(func: PrimFunc) -> list[For]:
+    found: list[For] = []
+
+    def collect(n: Node) -> None:
+        if isinstance(n, For):
+            found.append(n)
+
+    visit(func.body, collect)
+    return found
+
+
+def elementwise_chain(expensive: bool) -> PrimFunc:
+    a = te.placeholder((8, 16), name="A")
+    b = te.compute((8, 16), lambda i, j: te.exp(a[i, j]) if expensive else a[i, j] + 1.0, name="B")
+    c = te.compute((8, 16), lambda i, j: b[i, j] * 2.0, name="C")
+    d = te.compute((8, 16), lambda i, j: c[i, j] - 3.0, name="D")
+    return te.create_prim_func([a, d])
+
+
+def apply(rule: object, sch: Schedule, name: str) -> list[Schedule]:
+    assert isinstance(rule, (AutoInline, AddRFactor, MultiLevelTiling, RandomComputeLocation))
+    return rule.apply(sch, sch.get_block(name))
+
+
+# auto-inline ------------------------------------------------------------------------
+
+
+def test_auto_inline_folds_an_elementwise_chain_into_one_nest() -> None:
+    sch = Schedule(elementwise_chain(expensive=False))
+    for name in ("D", "C", "B"):
+        if name in P.block_names(sch.mod["main"]):
+            (sch,) = apply(AutoInline(), sch, name)
+    assert P.block_names(sch.mod["main"]) == ["B"]  # D folded into C, C into B
+
+
+def test_auto_inline_does_not_recompute_an_expensive_producer() -> None:
+    sch = Schedule(elementwise_chain(expensive=True))
+    (after,) = apply(AutoInline(), sch, "B")
+    assert after is sch and "B" in P.block_names(after.mod["main"])
+
+
+def test_auto_inline_leaves_a_producer_of_a_reduction_alone() -> None:
+    func, _ = workload("conv2d_nchw")
+    sch = Schedule(func)
+    (after,) = apply(AutoInline(), sch, "PadInput")
+    assert after is sch
+
+
+# multi-level tiling -------------------------------------------------------------------
+
+
+def test_the_tiling_of_a_matmul_runs_ssrsrs() -> None:
+    func, _ = workload("matmul")
+    forks = apply(MultiLevelTiling(), Schedule(func), "T_matmul")
+    assert len(forks) == 3  # plain, accumulator written back after level 1 or 2
+    plain = forks[0].mod["main"]
+    names = [lp.loop_var.name for lp in P.loops_above(plain, "T_matmul")]
+    assert names == ["i_0", "j_0", "i_1", "j_1", "k_0", "i_2", "j_2", "k_1", "i_3", "j_3"]
+    assert "T_matmul_init" in P.block_names(plain)
+    tiles = [i for i in forks[0].trace.instructions if i.kind == "sample_perfect_tile"]
+    assert [t.inputs["n"] for t in tiles] == [4, 4, 2]
+    assert all(t.decision[-1] <= 64 for t in tiles)
+    for cached in forks[1:]:
+        assert '"local"' in cached.mod["main"].script()
+
+
+def test_the_tiling_forks_over_where_an_epilogue_runs() -> None:
+    forks = apply(MultiLevelTiling(), Schedule(mm_relu(16, 24, 32)), "Y")
+    assert len(forks) == 5
+    fused = forks[3].mod["main"]
+    assert P.loops_above(fused, "C")[0] is P.loops_above(fused, "Y")[0]
+
+
+def test_the_tiling_leaves_a_reduction_without_reuse_alone() -> None:
+    sch = Schedule(softmax(16, 40))
+    assert apply(MultiLevelTiling(), sch, "S") == [sch]
+
+
+# rfactor ------------------------------------------------------------------------------
+
+
+def test_rfactor_forks_a_row_reduction_over_either_piece() -> None:
+    sch = Schedule(softmax(16, 40))
+    forks = apply(AddRFactor(max_spatial=32), sch, "S")
+    assert forks[0] is sch and len(forks) == 3
+    for fork in forks[1:]:
+        assert any(name.endswith("rf") for name in P.block_names(fork.mod["main"]))
+
+
+def test_rfactor_leaves_a_large_output_alone() -> None:
+    sch = Schedule(softmax(64, 40))
+    assert apply(AddRFactor(max_spatial=32), sch, "S") == [sch]
+
+
+# random compute location ---------------------------------------------------------------
+
+
+def test_the_padding_of_a_convolution_gets_a_sampled_location() -> None:
+    func, _ = workload("conv2d_nchw")
+    space = GeneratedSpace(func)
+    domains = [d for d in space.decision_domains(0) if d.kind == "sample_compute_location"]
+    assert len(domains) == 1
+    assert {-2, -1, 0} <= set(domains[0].values)
+
+
+def test_an_expensive_block_is_never_offered_inline() -> None:
+    space = GeneratedSpace(softmax(16, 40))
+    design = space.design_traces()[0]
+    sampled = sorted(design.decisions)
+    exp = [
+        space.decision_domains(0)[k]
+        for k, i in enumerate(sampled)
+        if design.instructions[i].kind == "sample_compute_location"
+        and design.instructions[i].inputs["block"].name == "E"
+    ]
+    assert len(exp) == 1 and -2 not in exp[0].values and -1 in exp[0].values
+
+
+def test_an_output_block_keeps_its_place() -> None:
+    sch = Schedule(softmax(16, 40))
+    assert apply(RandomComputeLocation(), sch, "O") == [sch]
+
+
+# sampled sizes and their postprocessing -------------------------------------------------
+
+
+def test_the_sampled_sizes_become_loop_kinds() -> None:
+    func, _ = workload("relu")  # 16 x 40
+    space = GeneratedSpace(func)
+    # decisions index the candidates: parallel (0, 2, 8, 32) x 2 threads, lanes
+    # (0, 4, 8, 16, 32, 64), unroll steps (0, 16, 64, 512)
+    made = space.candidate(Decisions(0, (1, 5, 0)))
+    kinds = [lp.kind for lp in loops(space.program(made).func)]
+    assert kinds == [ForKind.PARALLEL, ForKind.VECTORIZED]
+    with pytest.raises(ScheduleError, match="vector width 4 cannot be realised"):
+        space.candidate(Decisions(0, (0, 1, 0)))  # a row of 40 in 4 lanes
+
+
+def test_unrolled_loops_stay_within_the_sampled_steps() -> None:
+    func, _ = workload("matmul")
+    space = GeneratedSpace(func)
+    rng = random.Random(0)
+    for _ in range(12):
+        candidate = space.sample(rng)
+        limit = UNROLL_MAX_STEPS[candidate.decisions.values[-1]]
+        for loop in loops(space.program(candidate).func):
+            if loop.kind is ForKind.UNROLLED:
+                assert iterations(loop) <= limit
+
+
+def test_the_root_rule_samples_three_sizes() -> None:
+    sch = Schedule(softmax(4, 8))
+    (annotated,) = ParallelVectorizeUnroll(threads=2).apply(sch, sch.get_block("root"))
+    sizes = annotated.get(annotated.get_block("root")).annotations
+    assert set(sizes) == {"tensortune.parallel", "tensortune.vectorize", "tensortune.unroll"}
+    assert sizes["tensortune.parallel"] in (0, 2, 8, 32)
+    assert sizes["tensortune.unroll"] in UNROLL_MAX_STEPS

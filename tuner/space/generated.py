@@ -1,0 +1,163 @@
+"""``GeneratedSpace``: a space generated from the computation itself (MetaSchedule's
+PostOrderApply with schedule rules and postprocessors), for any workload, with or
+without a template.
+
+The rules (``tuner.space.rules``) are applied to every block, consumers before
+producers, each on every partial schedule so far; a rule with alternatives forks
+them. The schedules that come out (at most MAX_DESIGNS) are the design traces;
+the root rule last samples the parallel, vector and unroll sizes. A candidate is a
+design replayed with its decisions, then postprocessed (``postprocess``), which
+turns the sampled sizes into loop kinds with traced primitives: a candidate's
+trace is its design's instructions followed by the postprocessing's, and replays
+alone, without the space.
+"""
+
+from __future__ import annotations
+
+from compiler.codegen.target import LLVMTarget
+from compiler.ir.analysis import find_block_realize
+from compiler.ir.function import PrimFunc
+from compiler.schedule import Schedule, ScheduleError, Trace
+from compiler.schedule import primitives as P
+from tuner.space.base import (
+    Decisions,
+    Domain,
+    Space,
+    SpaceError,
+    TraceCandidate,
+    decision_value,
+    parse_trace,
+    trace_decision,
+)
+from tuner.space.designs import sampling_domain, skeleton
+from tuner.space.postprocess import postprocess
+from tuner.space.rules import block_rules, root_rule
+from tuner.space.rules.analysis import has_block, is_expensive
+from tuner.space.rules.parallel_vectorize_unroll import ROLES
+
+# The most design traces a space keeps; forks beyond it are dropped, the first
+# (least transformed) kept.
+MAX_DESIGNS = 8
+INLINE = -2
+
+
+class GeneratedSpace(Space):
+    """The schedules the rules generate for ``func`` on ``target``; ``seed`` draws the
+    design traces' own decisions."""
+
+    def __init__(self, func: PrimFunc, *, target: str | LLVMTarget = "llvm", seed: int = 0) -> None:
+        if not isinstance(func, PrimFunc):
+            raise SpaceError(f"a generated space takes a PrimFunc, not {type(func).__name__}")
+        self.func = func
+        self.target = LLVMTarget.parse(target)
+        self.seed = seed
+        self._designs = tuple(sch.trace for sch in generate_designs(func, self.target, seed))
+        self._sampled = tuple(tuple(sorted(d.decisions)) for d in self._designs)
+        self._domains = tuple(
+            tuple(self._domain(d, i) for i in self._sampled[d]) for d in range(len(self._designs))
+        )
+        self._skeletons = tuple(skeleton(d) for d in self._designs)
+
+    @property
+    def name(self) -> str:
+        return f"generated space ({len(self._designs)} designs)"
+
+    def _domain(self, design: int, index: int) -> Domain:
+        trace = self._designs[design]
+        inst = trace.instructions[index]
+        role = ""
+        if inst.kind == "sample_categorical":
+            role = next(
+                (
+                    ROLES.get(str(other.inputs.get("ann_key")), "")
+                    for other in trace.instructions[index + 1 :]
+                    if other.kind == "annotate" and other.inputs.get("ann_val") is inst.outputs[0]
+                ),
+                "",
+            )
+        domain = sampling_domain(self.func, trace, index, role)
+        if inst.kind == "sample_compute_location" and self._is_expensive(inst.inputs["block"].name):
+            kept = tuple(v for v in domain.values if v != INLINE)
+            domain = Domain(domain.kind, kept, role=role)
+        return domain
+
+    def _is_expensive(self, block_name: str) -> bool:
+        """An original block that calls a costly intrinsic: never inlined, since each
+        consumer would evaluate it again."""
+        realize = find_block_realize(self.func.body, block_name)
+        return realize is not None and is_expensive(realize.block)
+
+    def design_traces(self) -> tuple[Trace, ...]:
+        return self._designs
+
+    def decision_domains(self, design: int) -> tuple[Domain, ...]:
+        if not isinstance(design, int) or not 0 <= design < len(self._designs):
+            raise SpaceError(
+                f"design {design!r} is not one of the {len(self._designs)} designs of {self.name}"
+            )
+        return self._domains[design]
+
+    def _schedule(self, decisions: Decisions) -> Schedule:
+        sampled = self._sampled[decisions.design]
+        if len(decisions.values) != len(sampled):
+            raise SpaceError(
+                f"decisions {decisions} do not fit the {len(sampled)} sampling instructions "
+                f"of design {decisions.design} of {self.name}"
+            )
+        chosen = {i: trace_decision(v) for i, v in zip(sampled, decisions.values, strict=True)}
+        sch = Schedule(self.func)
+        self._designs[decisions.design].apply_to_schedule(sch, chosen)
+        return postprocess(sch)
+
+    def candidate_from_trace(self, trace: Trace | str) -> TraceCandidate | None:
+        parsed = parse_trace(trace)
+        if parsed is None:
+            return None
+        for design, design_trace in enumerate(self._designs):
+            prefix = Trace(parsed.instructions[: len(design_trace)])
+            if skeleton(prefix) != self._skeletons[design]:
+                continue
+            values = tuple(
+                decision_value(parsed.instructions[i].decision) for i in self._sampled[design]
+            )
+            try:
+                made = self.candidate(Decisions(design, values))
+            except ScheduleError:
+                return None
+            if made.trace_hash == parsed.structural_hash:
+                return made
+        return None
+
+    def for_workload(self, func: PrimFunc) -> GeneratedSpace | None:
+        try:
+            return GeneratedSpace(func, target=self.target, seed=self.seed)
+        except SpaceError:
+            return None
+
+    def __repr__(self) -> str:
+        return f"GeneratedSpace({self.name!r})"
+
+
+def generate_designs(func: PrimFunc, target: LLVMTarget, seed: int = 0) -> list[Schedule]:
+    """The design schedules of ``func``: every block rule on every block, consumers
+    first, on every schedule so far (at most MAX_DESIGNS), then the root rule."""
+    rules = block_rules(target)
+    schedules = [Schedule(func, seed=seed)]
+    for name in reversed(P.block_names(func)):
+        made: list[Schedule] = []
+        for sch in schedules:
+            if not has_block(sch, name):
+                made.append(sch)
+                continue
+            block = sch.get_block(name)
+            forks = [sch]
+            for rule in rules:
+                forks = [
+                    out
+                    for fork in forks
+                    for out in (rule.apply(fork, block) if has_block(fork, name) else [fork])
+                ]
+            made += forks
+        schedules = made[:MAX_DESIGNS]
+    final = root_rule(target)
+    return [out for sch in schedules for out in final.apply(sch, sch.get_block("root"))]

@@ -1,0 +1,151 @@
+"""Postprocessing of a generated space's candidate: the parallel, vector and unroll
+sizes sampled on the root block (``rules.parallel_vectorize_unroll``) become loop
+kinds, with the ordinary traced primitives, so the candidate's trace alone
+replays the program (MetaSchedule's RewriteParallelVectorizeUnroll).
+
+In this order, so each sees what the one before left serial:
+
+1. **Vectorize** the innermost loop of every block when it is spatial, holds the
+   block alone and runs at most ``lanes`` iterations: whole, as the default
+   schedule does (LLVM picks the vector width and handles the remainder); not
+   around a call LLVM cannot widen (``erf``).
+2. **Parallelize** every loop nest: its leading serial spatial loops, outermost
+   first, fused while their iterations stay within the sampled parallel extent
+   (at least the outermost), then run in parallel; fewer loops when the
+   primitives refuse.
+3. **Unroll** the innermost serial loops of every block, from the inside out,
+   while the iterations under a loop stay within the sampled maximum.
+
+A positive size that no loop can take (lanes and no loop fits them, a parallel
+extent and no nest has a parallel loop) is a ScheduleError: that point of the
+space is the same program as a smaller size, or none, and counts as illegal.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from compiler.ir.expr import IntImm
+from compiler.ir.stmt import BlockRealize, For, ForKind
+from compiler.schedule import BlockRV, Schedule, ScheduleError
+from tuner.space.rules.analysis import (
+    SCALAR_CALLS,
+    SPATIAL,
+    attempt,
+    calls_any,
+    iterations,
+    loop_kinds,
+    loops_of,
+)
+from tuner.space.rules.parallel_vectorize_unroll import PARALLEL, UNROLL, VECTORIZE
+
+
+def postprocess(sch: Schedule) -> Schedule:
+    """``sch`` with its root block's sampled sizes realised as loop kinds; ``sch``
+    itself when it has none. Raises ScheduleError for a size no loop can take."""
+    root = sch.get_block("root")
+    sizes = sch.get(root).annotations
+    if not any(key in sizes for key in (PARALLEL, VECTORIZE, UNROLL)):
+        return sch
+    blocks = sch.get_child_blocks(root)
+    if sizes.get(VECTORIZE, 0) > 0:
+        sch = _vectorize(sch, blocks, sizes[VECTORIZE])
+    if sizes.get(PARALLEL, 0) > 0:
+        sch = _parallelize(sch, blocks, sizes[PARALLEL])
+    if sizes.get(UNROLL, 0) > 0:
+        _unroll(sch, blocks, sizes[UNROLL])
+    return sch
+
+
+def _extent(loop: For) -> int | None:
+    return loop.extent.value if isinstance(loop.extent, IntImm) else None
+
+
+def _vectorize(sch: Schedule, blocks: list[BlockRV], lanes: int) -> Schedule:
+    vectorized = 0
+    for block in blocks:
+        loops = loops_of(sch, block)
+        if not loops or loop_kinds(sch, block)[-1] != SPATIAL:
+            continue
+        inner = loops[-1]
+        extent = _extent(inner)
+        if inner.kind is not ForKind.SERIAL or extent is None or not 1 < extent <= lanes:
+            continue
+        if not isinstance(inner.body, BlockRealize) or calls_any(inner.body.block, SCALAR_CALLS):
+            continue
+        trial = attempt(sch, partial(_vectorize_innermost, block=block))
+        if trial is not None:
+            sch, vectorized = trial, vectorized + 1
+    if vectorized == 0:
+        raise ScheduleError(
+            f"the sampled vector width {lanes} cannot be realised: no innermost spatial loop "
+            f"of 2 to {lanes} iterations can be vectorized; this point is not a program"
+        )
+    return sch
+
+
+def _vectorize_innermost(sch: Schedule, block: BlockRV) -> None:
+    sch.vectorize(sch.get_loops(block)[-1])
+
+
+def _parallelize(sch: Schedule, blocks: list[BlockRV], extent: int) -> Schedule:
+    nests: set[int] = set()
+    parallel = 0
+    for block in blocks:
+        loops = loops_of(sch, block)
+        if not loops or id(loops[0].loop_var) in nests:
+            continue
+        nests.add(id(loops[0].loop_var))
+        for count in range(_leading(sch, block, extent), 0, -1):
+            trial = attempt(sch, partial(_fuse_parallel, block=block, count=count))
+            if trial is not None:
+                sch, parallel = trial, parallel + 1
+                break
+    if nests and parallel == 0:
+        raise ScheduleError(
+            f"the sampled parallel extent {extent} cannot be realised: no loop nest starts "
+            "with a spatial loop that can run in parallel; this point is not a program"
+        )
+    return sch
+
+
+def _leading(sch: Schedule, block: BlockRV, extent: int) -> int:
+    """How many leading loops of the block's nest to fuse: serial, spatial, each the
+    whole body of the one above, iterations within ``extent`` (at least one)."""
+    loops = loops_of(sch, block)
+    kinds = loop_kinds(sch, block)
+    count, product = 0, 1
+    for k, loop in enumerate(loops):
+        size = _extent(loop)
+        if loop.kind is not ForKind.SERIAL or kinds[k] != SPATIAL or size is None:
+            break
+        if k > 0 and (loops[k - 1].body is not loop or product * size > extent):
+            break
+        count, product = count + 1, product * size
+    return count
+
+
+def _fuse_parallel(sch: Schedule, block: BlockRV, count: int) -> None:
+    loops = sch.get_loops(block)
+    fused = sch.fuse(*loops[:count]) if count > 1 else loops[0]
+    sch.parallel(fused)
+
+
+def _unroll(sch: Schedule, blocks: list[BlockRV], max_steps: int) -> None:
+    unrolled: set[int] = set()
+    for block in blocks:
+        loops = loops_of(sch, block)
+        chosen = []
+        for k in reversed(range(len(loops))):
+            loop = loops[k]
+            if loop.kind is ForKind.VECTORIZED or id(loop.loop_var) in unrolled:
+                continue
+            if loop.kind is not ForKind.SERIAL or iterations(loop) > max_steps:
+                break
+            if _extent(loop) != 1:
+                chosen.append(k)
+        if chosen:
+            handles = sch.get_loops(block)
+            for k in chosen:
+                sch.unroll(handles[k])
+                unrolled.add(id(loops[k].loop_var))

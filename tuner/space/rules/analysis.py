@@ -1,0 +1,198 @@
+"""What the rules read about a block: where its loops are, which of them are
+spatial, who reads what it writes, and whether its body is costly to recompute."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from compiler.ir import expr as E
+from compiler.ir.analysis import buffers_read, buffers_written, find_block_realize, uses_var
+from compiler.ir.buffer import Buffer
+from compiler.ir.function import PrimFunc
+from compiler.ir.node import Node, visit
+from compiler.ir.stmt import Block, BlockRealize, For, ForKind, IterKind
+from compiler.schedule import BlockRV, Schedule, ScheduleError
+from compiler.schedule import primitives as P
+
+# Intrinsics that cost far more than a multiply-add: a block calling one is not
+# inlined, since every consumer would evaluate it again.
+EXPENSIVE_CALLS = frozenset(["exp", "log", "sqrt", "tanh", "sigmoid", "erf", "pow"])
+
+# Intrinsics LLVM emits as scalar libm calls, which its loop vectorizer cannot widen.
+SCALAR_CALLS = frozenset(["erf"])
+
+SPATIAL = "S"
+REDUCE = "R"
+
+
+def func_of(sch: Schedule, block: BlockRV) -> PrimFunc:
+    return sch.mod[block.func_name]
+
+
+def realize_of(sch: Schedule, block: BlockRV) -> BlockRealize:
+    realize = find_block_realize(func_of(sch, block).body, block.name)
+    assert realize is not None, f"block {block.name!r} is in the schedule"
+    return realize
+
+
+def has_block(sch: Schedule, name: str, func_name: str = "main") -> bool:
+    return find_block_realize(sch.mod[func_name].body, name) is not None
+
+
+def loops_of(sch: Schedule, block: BlockRV) -> list[For]:
+    return P.loops_above(func_of(sch, block), block.name)
+
+
+def loop_kinds(sch: Schedule, block: BlockRV) -> list[str | None]:
+    """Per loop above the block, outermost first: SPATIAL when it binds no reduce
+    variable of the block, REDUCE when it binds only reduce variables, None when it
+    binds both (a fused spatial-reduce loop, which no rule tiles)."""
+    realize = realize_of(sch, block)
+    pairs = list(zip(realize.block.iter_vars, realize.iter_values, strict=True))
+    kinds: list[str | None] = []
+    for loop in loops_of(sch, block):
+        bound = {iv.kind for iv, value in pairs if uses_var(value, loop.loop_var)}
+        if IterKind.REDUCE not in bound:
+            kinds.append(SPATIAL)
+        else:
+            kinds.append(REDUCE if bound == {IterKind.REDUCE} else None)
+    return kinds
+
+
+def is_plain_nest(sch: Schedule, block: BlockRV) -> bool:
+    """The block's loops are a chain, each the whole body of the one above, the block
+    alone at the bottom, every extent a constant."""
+    realize = realize_of(sch, block)
+    loops = loops_of(sch, block)
+    if not loops or len(extents(loops)) != len(loops):
+        return False
+    return all(
+        outer.body is inner for outer, inner in zip(loops, (*loops[1:], realize), strict=True)
+    )
+
+
+def attempt(sch: Schedule, move: Callable[[Schedule], object]) -> Schedule | None:
+    """A copy of ``sch`` after ``move``, or None when a primitive refused part of it."""
+    trial = sch.copy()
+    try:
+        move(trial)
+    except ScheduleError:
+        return None
+    return trial
+
+
+def extents(loops: list[For]) -> list[int]:
+    return [loop.extent.value for loop in loops if isinstance(loop.extent, E.IntImm)]
+
+
+def iterations(node: Node) -> int:
+    """How many times the blocks under ``node`` run, summed over every block (loops
+    multiply, sequences add): the steps unrolling it emits. A vectorized loop counts
+    once (one vector step); a symbolic extent counts as very large."""
+    if isinstance(node, For):
+        extent = node.extent.value if isinstance(node.extent, E.IntImm) else 2**31
+        if node.kind is ForKind.VECTORIZED:
+            extent = 1
+        return extent * iterations(node.body)
+    if isinstance(node, BlockRealize):
+        return 1
+    total = 0
+
+    def collect(n: Node) -> bool | None:
+        nonlocal total
+        if n is node:
+            return None
+        if isinstance(n, (For, BlockRealize)):
+            total += iterations(n)
+            return False
+        return None
+
+    visit(node, collect)
+    return total
+
+
+def written(block: Block) -> list[Buffer]:
+    return buffers_written(block.body)
+
+
+def is_output(sch: Schedule, block: BlockRV) -> bool:
+    """The block writes a parameter of the function (the result)."""
+    params = func_of(sch, block).params
+    return any(any(p is b for p in params) for b in written(realize_of(sch, block).block))
+
+
+def consumers(sch: Schedule, block: BlockRV) -> list[Block]:
+    """The other blocks that read what ``block`` writes, in program order."""
+    outputs = {id(b) for b in written(realize_of(sch, block).block)}
+    return [b for b in _other_blocks(sch, block) if any(id(r) in outputs for r in _reads(b))]
+
+
+def producers(sch: Schedule, block: BlockRV) -> list[Block]:
+    """The other blocks that write what ``block`` reads, in program order."""
+    inputs = {id(b) for b in _reads(realize_of(sch, block).block)}
+    return [b for b in _other_blocks(sch, block) if any(id(w) in inputs for w in written(b))]
+
+
+def _other_blocks(sch: Schedule, block: BlockRV) -> list[Block]:
+    func = func_of(sch, block)
+    found = []
+    for name in P.block_names(func):
+        realize = find_block_realize(func.body, name)
+        if realize is not None and name != block.name:
+            found.append(realize.block)
+    return found
+
+
+def _reads(block: Block) -> list[Buffer]:
+    reads = buffers_read(block.body)
+    return reads + buffers_read(block.init) if block.init is not None else reads
+
+
+def is_expensive(block: Block) -> bool:
+    return calls_any(block, EXPENSIVE_CALLS)
+
+
+def calls_any(block: Block, names: frozenset[str]) -> bool:
+    """The block's body calls one of the intrinsics ``names``."""
+    found = False
+
+    def look(n: Node) -> bool | None:
+        nonlocal found
+        found = found or (isinstance(n, E.Call) and n.op in names)
+        return not found
+
+    visit(block.body, look)
+    return found
+
+
+def is_injective(block: Block) -> bool:
+    """A block that computes each element from loads alone: no reduction, one store."""
+    return not block.is_reduction and len(written(block)) == 1
+
+
+def has_reuse(sch: Schedule, block: BlockRV) -> bool:
+    """Some buffer the block reads is indexed without one of its spatial variables,
+    so each of its elements is read by many iterations: tiling keeps it in cache
+    (matmul's operands, a convolution's weights) where a plain loop would stream."""
+    realize = realize_of(sch, block)
+    spatial = [iv.var for iv in realize.block.iter_vars if iv.kind is IterKind.SPATIAL]
+    missing = False
+
+    def look(n: Node) -> bool | None:
+        nonlocal missing
+        if isinstance(n, E.BufferLoad):
+            missing = missing or any(
+                not any(uses_var(i, var) for i in n.indices) for var in spatial
+            )
+        return not missing
+
+    visit(realize.block.body, look)
+    return missing
+
+
+def spatial_work(sch: Schedule, block: BlockRV) -> int:
+    """The product of the block's spatial loop extents."""
+    loops = loops_of(sch, block)
+    kinds = loop_kinds(sch, block)
+    return math.prod(extents([lp for lp, k in zip(loops, kinds, strict=True) if k == SPATIAL]))

@@ -1,0 +1,44 @@
+"""Parallel, vectorize and unroll sizes sampled once per program (MetaSchedule's
+ParallelizeVectorizeUnroll): three ``sample_categorical`` on the root block, each
+stored there as an annotation that the postprocessing step turns into loops.
+
+Annotating with the sampled variable (not its value) records the variable in the
+trace, so a replay with other decisions annotates the new sizes.
+"""
+
+from __future__ import annotations
+
+from compiler.schedule import BlockRV, Schedule
+from tuner.space.rules.base import ScheduleRule
+
+PARALLEL = "tensortune.parallel"
+VECTORIZE = "tensortune.vectorize"
+UNROLL = "tensortune.unroll"
+# Parallel jobs per core (0: no parallel loop); the parallel extent is this times
+# the target's threads.
+JOBS_PER_CORE = (0, 1, 4, 16)
+VECTOR_LANES = (0, 4, 8, 16, 32, 64)
+UNROLL_MAX_STEPS = (0, 16, 64, 512)
+# What each annotation's domain controls, as the space's Domain.role.
+ROLES = {PARALLEL: "parallel", VECTORIZE: "vectorize", UNROLL: "unroll"}
+
+
+class ParallelVectorizeUnroll(ScheduleRule):
+    """Sample the three sizes for ``threads`` threads; applied to the root block."""
+
+    def __init__(self, threads: int) -> None:
+        self.threads = threads
+
+    def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
+        annotated = sch.copy()
+        parallel = [jobs * self.threads for jobs in JOBS_PER_CORE]
+        for key, candidates in (
+            (PARALLEL, parallel),
+            (VECTORIZE, VECTOR_LANES),
+            (UNROLL, UNROLL_MAX_STEPS),
+        ):
+            value = annotated.sample_categorical(
+                candidates, [1 / len(candidates)] * len(candidates)
+            )
+            annotated.annotate(block, key, value)
+        return [annotated]
