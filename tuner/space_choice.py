@@ -1,8 +1,10 @@
-"""Which space a run searches: ``auto``, ``template`` or a schedule function.
+"""Which space a run searches: ``auto``, ``template``, ``generated`` or a schedule
+function.
 
-``auto`` is the registered knob template that fits the workload (the space
-generated from schedule rules will take over where none fits); ``template`` is a
-template, the one ``template`` names or else the one that fits; a schedule
+``auto`` is the registered knob template that fits the workload, else the space
+generated from schedule rules; ``template`` is a template, the one ``template``
+names or else the one that fits; ``generated`` is the generated space, also where a
+template fits (to compare the two); a schedule
 function ``f(sch)`` that draws its choices with sampling instructions is a space
 of its own, given as the function or, on the command line, as
 ``"module:function"`` (the convention of ``workers.base.load_hook``). A
@@ -21,7 +23,7 @@ from tuner import space as spaces
 from tuner.space import Space, SpaceError
 from tuner.space.schedule_fn import ScheduleFn
 
-CHOICES = ("auto", "template")
+CHOICES = ("auto", "template", "generated")
 EXAMPLE = "my_schedules:tile_matmul"
 
 
@@ -33,16 +35,26 @@ def choose_space(
     template: str | None = None,
     seed: int = 0,
 ) -> Space:
-    """The space ``choice`` names for ``func``: ``"auto"``, ``"template"``, a
-    ``"module:function"`` name or a schedule function itself (``seed`` draws the
+    """The space ``choice`` names for ``func``: ``"auto"``, ``"template"``,
+    ``"generated"``, a ``"module:function"`` name or a schedule function itself (``seed`` draws the
     decisions of its design trace). Raises SpaceError naming the choice and the fix."""
-    if isinstance(choice, str) and choice in CHOICES:
+    if choice == "auto":
+        return spaces.space_for(func, target=target, template=template)
+    if choice == "template":
+        if template is None and not spaces.templates_for(func):
+            raise SpaceError(
+                "no registered template fits this workload (the templates are "
+                f"{', '.join(spaces.template_names())}); --space auto or generated searches "
+                "the space generated from schedule rules"
+            )
         return spaces.space_for(func, target=target, template=template)
     if template is not None:
         raise SpaceError(
-            f"template {template!r} goes with the space 'auto' or 'template', not with the "
-            f"schedule function {choice!r}; leave the template out"
+            f"template {template!r} goes with the space 'auto' or 'template', not with "
+            f"{choice!r}; leave the template out"
         )
+    if choice == "generated":
+        return spaces.create("generated", func=func, target=target, seed=seed)
     schedule_fn = load_schedule_fn(choice) if isinstance(choice, str) else choice
     return spaces.create(
         "schedule_fn", func=func, schedule_fn=schedule_fn, target=target, seed=seed

@@ -74,7 +74,7 @@ class TuneOptions:
     ``transfer`` offers the search the records of similar workloads."""
 
     trials: int = 64
-    tuner: str = "xgb"
+    tuner: str = "auto"
     batch_size: int = 16
     early_stopping: int | None = None
     seed: int = 0

@@ -6,8 +6,8 @@ tensor shape of softmax, relu, add ...: ``tuner.shape_args``) and
 ``--arg NAME=VALUE`` for its other arguments, as ``--spec`` (a spec's JSON text or a
 file holding it), as a spec JSON file in place of the op, or, for ``best`` and
 ``records``, as a stored workload key. ``tune --space`` chooses the
-space (``tuner.space_choice``): ``auto``, ``template`` or a schedule function as
-``module:function``. Input that names no workload, or no space that fits it,
+space (``tuner.space_choice``): ``auto``, ``template``, ``generated`` or a schedule
+function as ``module:function``. Input that names no workload, or no space that fits it,
 raises UsageError, which the command line turns into exit code 2.
 """
 
@@ -68,7 +68,10 @@ def add_commands(commands: Any) -> None:
     _workload_arguments(tune_parser)
     tune_parser.add_argument("--trials", type=int, default=64, help="trial budget (default 64)")
     tune_parser.add_argument(
-        "--tuner", choices=sorted(search.KINDS), default="xgb", help="search (default: xgb)"
+        "--tuner",
+        choices=[search.AUTO, *sorted(search.KINDS)],
+        default=search.AUTO,
+        help="search (default: auto, xgb over a template, evolutionary over other spaces)",
     )
     tune_parser.add_argument("--batch-size", type=int, default=16, help="trials per batch")
     tune_parser.add_argument("--early-stopping", type=int, help="stop after N trials no faster")
@@ -76,8 +79,8 @@ def add_commands(commands: Any) -> None:
     tune_parser.add_argument(
         "--space",
         default="auto",
-        help="auto (the template that fits), template, or a schedule function as "
-        "module:function (default: auto)",
+        help="auto (the template that fits, else the generated space), template, "
+        "generated, or a schedule function as module:function (default: auto)",
     )
     tune_parser.add_argument("--template", help="template name (default: the one that fits)")
     tune_parser.add_argument(

@@ -42,7 +42,7 @@ def tune_tir(
     database: Database | str | None = None,
     workers: Workers | str = "local",
     seed: int = 0,
-    tuner: str = "xgb",
+    tuner: str = "auto",
     batch_size: int = 16,
     template: str | None = None,
 ) -> TuneResult:

@@ -42,7 +42,10 @@ def url(tmp_path) -> str:
         (["tune", "relu", "--shape", "8", "--arg", "a=1", "--arg", "a=2"], "given twice"),
         (["tune", "relu", "--shape", "8", "--spec", "{}"], "not both"),
         (["tune", "--spec", "{oops"], "is not valid JSON"),
-        (["tune", "--spec", '{"op": "relu", "args": {"shape": [8]}}'], "no registered template"),
+        (
+            ["tune", "--spec", '{"op": "relu", "args": {"shape": [8]}}', "--space", "template"],
+            "no registered template",
+        ),
         (["tune", "matmul", "--shape", *SHAPE, "--template", "nope"], "unknown template"),
         (["tune", "matmul", "--shape", *SHAPE, "--target", "cuda"], "unknown target 'cuda'"),
         (["tune", "matmul", "--shape", *SHAPE, "--trials", "0"], "--trials must be at least 1"),

@@ -1,6 +1,7 @@
 """``tensortune tune --space``: a schedule function named ``module:function`` tunes an
 operator through the real program, resumes, and its best trace replays when the
-workload is built with the database; a ``--space`` that names nothing usable (or
+workload is built with the database; so does the generated space of an operator
+without a template (``--space auto``); a ``--space`` that names nothing usable (or
 that the ``--tuner`` cannot search) is a one-line usage error (exit 2)."""
 
 from __future__ import annotations
@@ -63,6 +64,25 @@ def test_a_schedule_function_tunes_resumes_and_replays_from_the_command_line(tmp
     np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
 
 
+def test_an_op_without_a_template_tunes_in_the_generated_space_and_replays(tmp_path, rng):
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    argv = ["softmax", "--shape", "16", "40", "--trials", "4", "--batch-size", "4", "--db", url]
+    done = tensortune(tmp_path, "tune", *argv)
+    assert done.returncode == 0, done.stderr
+    assert "generated space" in done.stdout
+    assert "4 measured this run (0 errors), 0 restored" in done.stdout
+    func = workload_from_spec({"op": "softmax", "args": {"shape": [16, 40]}})
+    with SQLDatabase(url) as database:
+        _, report = apply_best(compiler.IRModule({"main": func}), "llvm", database)
+        kernel = compiler.build(func, database=database)
+    assert report.tuned == ["main"]
+    x = rng.standard_normal((16, 40), dtype=np.float32)
+    y = np.zeros_like(x)
+    kernel(x, y)
+    expected = np.exp(x - x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(y, expected / expected.sum(axis=1, keepdims=True), rtol=1e-5)
+
+
 def test_a_space_that_cannot_be_imported_is_one_line_and_exit_2(tmp_path):
     done = tensortune(tmp_path, "tune", *SHAPE, "--space", "my_schedules:tile_matmul")
     assert done.returncode == 2
@@ -75,7 +95,10 @@ def test_a_space_that_cannot_be_imported_is_one_line_and_exit_2(tmp_path):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--space", "fastest"], "space 'fastest' is neither auto nor template nor a schedule"),
+        (
+            ["--space", "fastest"],
+            "space 'fastest' is neither auto nor template nor generated nor a schedule",
+        ),
         (["--space", "schedule_fns:"], "e.g. 'my_schedules:tile_matmul'"),
         (["--space", "schedule_fns:missing"], "module 'schedule_fns' has no 'missing'"),
         (["--space", "schedule_fns:NOT_A_FUNCTION"], "'int', not a schedule function"),

@@ -127,8 +127,15 @@ def test_results_must_match_the_candidates(space: Space) -> None:
 
 
 def test_create_lists_the_kinds(space: Space) -> None:
-    with pytest.raises(SearchError, match=r"\['evolutionary', 'ga', 'grid', 'random', 'xgb'\]"):
+    with pytest.raises(SearchError, match="kinds are auto and evolutionary, ga, grid, random, xgb"):
         search.create("bayesian", space=space, max_trials=4)
+
+
+def test_auto_picks_the_annealing_for_a_template_and_evolution_for_other_spaces(space) -> None:
+    assert isinstance(search.create("auto", space=space, max_trials=4), search.ModelBasedSearch)
+    generated = spaces.create("generated", func=space.func)
+    chosen = search.create("auto", space=generated, max_trials=4)
+    assert isinstance(chosen, search.EvolutionarySearch)
     with pytest.raises(SearchError, match="max_trials must be a positive int"):
         search.create("random", space=space, max_trials=0)
 

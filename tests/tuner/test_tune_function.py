@@ -75,13 +75,13 @@ def test_the_same_call_resumes_and_measures_no_trace_twice(database, backend):
 @pytest.mark.parametrize(
     ("space", "message"),
     [
-        ("nope", "neither auto nor template nor a schedule function"),
+        ("nope", "neither auto nor template nor generated nor a schedule function"),
         (":tile", 'named "module:function"'),
         ("no_such_module_here:f", "cannot import 'no_such_module_here'"),
         ("schedule_fns:missing", "module 'schedule_fns' has no 'missing'"),
         ("schedule_fns:NOT_A_FUNCTION", "is 'int', not a schedule function"),
         ("schedule_fns:tile_matmul", "does not schedule this workload"),
-        ("auto", "no registered template fits"),
+        ("template", "no registered template fits"),
     ],
 )
 def test_a_space_that_names_nothing_usable_is_a_space_error(space, message, database):

@@ -4,7 +4,10 @@
 ``grid`` (an enumerable space only), ``ga`` (genetic algorithm), ``xgb``
 (model-based: XGBoost ranks, simulated annealing proposes, epsilon-greedy
 explores) or ``evolutionary`` (MetaSchedule's: a population evolved by mutators,
-scored by a cost model).
+scored by a cost model). Kind ``auto`` picks one for the space: ``xgb`` for a space
+that numbers its points (a knob template, whose decisions the annealing scores by
+the thousand), ``evolutionary`` for the others (generated spaces and schedule
+functions, whose points are programs to featurize).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from tuner.search.grid_search import GridSearch
 from tuner.search.model_based import ModelBasedSearch
 from tuner.search.model_guided import ModelGuidedSearch, transfer_records
 from tuner.search.random_search import RandomSearch
+from tuner.space.base import EnumerableSpace, Space
 
 KINDS: dict[str, type[SearchStrategy]] = {
     "random": RandomSearch,
@@ -34,15 +38,28 @@ KINDS: dict[str, type[SearchStrategy]] = {
 }
 
 
+AUTO = "auto"
+
+
 def create(kind: str, **options: Any) -> SearchStrategy:
-    """The strategy of kind ``kind`` (one of ``KINDS``) built from ``options``
-    (``space`` and ``max_trials`` always; see each class for the rest)."""
+    """The strategy of kind ``kind`` (one of ``KINDS``, or ``auto``) built from
+    ``options`` (``space`` and ``max_trials`` always; see each class for the rest)."""
+    if kind == AUTO:
+        kind = kind_for(options.get("space"))
     if kind not in KINDS:
-        raise SearchError(f"unknown search kind {kind!r}; the kinds are {sorted(KINDS)}")
+        raise SearchError(
+            f"unknown search kind {kind!r}; the kinds are {AUTO} and {', '.join(sorted(KINDS))}"
+        )
     return KINDS[kind](**options)
 
 
+def kind_for(space: Space | None) -> str:
+    """The search ``auto`` picks for ``space``."""
+    return "xgb" if isinstance(space, EnumerableSpace) else "evolutionary"
+
+
 __all__ = [
+    "AUTO",
     "KINDS",
     "EvolutionarySearch",
     "GeneticSearch",
@@ -56,5 +73,6 @@ __all__ = [
     "SearchError",
     "SearchStrategy",
     "create",
+    "kind_for",
     "transfer_records",
 ]

@@ -51,16 +51,11 @@ def create(kind: str, **options: Any) -> Space:
 def space_for(
     func: PrimFunc, *, target: str | LLVMTarget = "llvm", template: str | None = None
 ) -> Space:
-    """The space to tune ``func`` in: the template named ``template``, else the one
-    registered template that fits ``func``. Raises SpaceError naming the templates
-    (or, when none fits, the space kinds to build one with ``create``)."""
+    """The space to tune ``func`` in: the template named ``template``, else the
+    registered template that fits ``func``, else the space generated from schedule
+    rules (which every workload has)."""
     if template is None and not templates_for(func):
-        raise SpaceError(
-            "no registered template fits this workload; name one of "
-            f"{template_names()} or build a space with create(kind, ...), kind one of "
-            f"{sorted(KINDS)} (a schedule function: create('schedule_fn', func=..., "
-            "schedule_fn=f))"
-        )
+        return create("generated", func=func, target=target)
     return create("template", func=func, template=template, target=target)
 
 

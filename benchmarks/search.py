@@ -1,0 +1,162 @@
+"""Template-free tuning against the template tuner and the peers, in one run: GEMM
+1024^3, dense 512^3 with bias and ReLU, conv2d NCHW 1x64x56x56 (64 3x3 filters, pad
+1), conv2d NHWC 1x56x56x64 (64 3x3 filters, pad 1, stride 2), softmax 1024x1000 and
+layer_norm 512x768.
+
+    python benchmarks/search.py --trials 64 --seeds 3          # per seed: a fresh database
+    python benchmarks/search.py --trials 256 --only gemm --json  # last line: one JSON object
+
+Per workload it prints numpy's GFLOP/s (its strongest formulation), onnxruntime's
+(where installed), the default schedule's, then per seed the template tuner (the
+model-based search over the knob template, where one fits) and the template-free
+tuner (the evolutionary search over the space generated from schedule rules): the
+best schedule built and timed here afresh, trials per second, and the share of the
+wall time the search itself took (making the space, proposing, learning). Last the
+spread of the fresh GFLOP/s over the seeds ((max - min) / median). Each run uses a
+temporary SQLite database and the local workers; nothing else should run on the
+machine meanwhile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from typing import Any
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if sys.path and os.path.abspath(sys.path[0] or os.curdir) == _HERE:
+    del sys.path[0]  # run as a script, this file would shadow the packages it measures
+
+import numpy as np  # noqa: E402
+
+from tuner.space import templates_for  # noqa: E402
+from tuner.space_choice import choose_space  # noqa: E402
+from tuner.task import TuneTask  # noqa: E402
+
+sys.path.append(_HERE)  # the packages are imported: now the sibling modules can be
+from baselines import baselines, reference_of, rounded, seconds_per_call  # noqa: E402
+from onnx_peer import onnxruntime_version  # noqa: E402
+from tuned_workloads import CONV, GEMM, tune_from_scratch  # noqa: E402
+
+WORKLOADS: dict[str, dict[str, Any]] = {
+    "gemm": GEMM,
+    "dense_bias_relu": {
+        "op": "dense",
+        "args": {"batch": 512, "in_features": 512, "out_features": 512, "activation": "relu"},
+    },
+    "conv2d_nchw": CONV,
+    "conv2d_nhwc": {"op": "conv2d_nhwc", "args": {**CONV["args"], "stride": 2}},
+    "softmax": {"op": "softmax", "args": {"shape": [1024, 1000]}},
+    "layer_norm": {"op": "layer_norm", "args": {"shape": [512, 768]}},
+}
+# (space, search) of each tuner the benchmark compares.
+TUNERS = {"template": ("template", "xgb"), "template_free": ("generated", "evolutionary")}
+
+
+def seed_row(
+    task: TuneTask, arrays: list[np.ndarray], tuner: str, trials: int, seed: int
+) -> dict[str, Any]:
+    space_name, search = TUNERS[tuner]
+    start = time.monotonic()
+    space = choose_space(space_name, task.func, target=task.target, seed=seed)
+    space_seconds = time.monotonic() - start
+    result, kernel = tune_from_scratch(task, trials=trials, seed=seed, space=space, tuner=search)
+    if not result.best:
+        raise RuntimeError(f"{tuner} seed {seed}: no schedule succeeded in {trials} trials")
+    expected = reference_of(task)(*arrays[:-1])
+    kernel(*arrays)
+    np.testing.assert_allclose(arrays[-1], expected, rtol=1e-3, atol=1e-3)
+    fresh_seconds = seconds_per_call(lambda: kernel(*arrays))
+    wall = space_seconds + result.wall_seconds
+    return {
+        "seed": seed,
+        "fresh_gflops": task.gflops(fresh_seconds),
+        "fresh_ms": fresh_seconds * 1e3,
+        "trials": result.measured,
+        "errors": result.errors,
+        "trials_per_second": result.measured / wall,
+        "search_overhead": (space_seconds + result.search_seconds) / wall,
+    }
+
+
+def tuner_summary(seeds: list[dict[str, Any]]) -> dict[str, Any]:
+    fresh = [s["fresh_gflops"] for s in seeds]
+    median = statistics.median(fresh)
+    return {
+        "seeds": seeds,
+        "gflops_median": median,
+        "spread_over_seeds": (max(fresh) - min(fresh)) / median,
+        "trials_per_second": statistics.median(s["trials_per_second"] for s in seeds),
+        "search_overhead": statistics.median(s["search_overhead"] for s in seeds),
+    }
+
+
+def bench(name: str, spec: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    task = TuneTask.from_spec(spec)
+    rng = np.random.default_rng(0)
+    shapes = [tuple(int(d) for d in p.shape) for p in task.func.params]
+    arrays = [rng.standard_normal(s, dtype=np.float32) for s in shapes]
+    row = baselines(task, spec, arrays)
+    tuners = ["template_free"] if not templates_for(task.func) else ["template", "template_free"]
+    for tuner in tuners:
+        seeds = [seed_row(task, arrays, tuner, args.trials, s) for s in range(args.seeds)]
+        row[tuner] = tuner_summary(seeds)
+    free = row["template_free"]["gflops_median"]
+    row["free_vs_default"] = free / row["default_gflops"]
+    row["free_vs_numpy"] = free / row["numpy_gflops"]
+    if "onnxruntime_gflops" in row:
+        row["free_vs_onnxruntime"] = free / row["onnxruntime_gflops"]
+    if "template" in row:
+        row["free_vs_template"] = free / row["template"]["gflops_median"]
+    print_row(name, row)
+    return rounded(row)
+
+
+def print_row(name: str, row: dict[str, Any]) -> None:
+    print(f"== {name}")
+    peers = f"numpy {row['numpy_gflops']:.1f}"
+    if "onnxruntime_gflops" in row:
+        peers += f"  onnxruntime {row['onnxruntime_gflops']:.1f}"
+    print(f"  {peers}  default schedule {row['default_gflops']:.1f} GFLOP/s")
+    print("  tuner          seed  fresh GFLOP/s  trials/s  search share")
+    for tuner in TUNERS:
+        if tuner not in row:
+            continue
+        for s in row[tuner]["seeds"]:
+            print(
+                f"  {tuner:<13} {s['seed']:>5}  {s['fresh_gflops']:13.1f}"
+                f"  {s['trials_per_second']:8.2f}  {s['search_overhead']:12.1%}"
+            )
+        print(f"  {tuner:<13} spread over seeds {row[tuner]['spread_over_seeds']:.1%}")
+    ratios = [f"{row['free_vs_default']:.2f}x default", f"{row['free_vs_numpy']:.2f}x numpy"]
+    if "free_vs_onnxruntime" in row:
+        ratios.append(f"{row['free_vs_onnxruntime']:.2f}x onnxruntime")
+    if "free_vs_template" in row:
+        ratios.append(f"{row['free_vs_template']:.2f}x the template tuner")
+    print(f"  template-free (median of seeds): {', '.join(ratios)}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=64, help="trials per run")
+    parser.add_argument("--seeds", type=int, default=3, help="runs per tuner, seeds 0..N-1")
+    parser.add_argument("--only", choices=sorted(WORKLOADS), action="append", help="a workload")
+    parser.add_argument("--json", action="store_true", help="print one JSON object last")
+    args = parser.parse_args()
+    if args.trials < 1 or args.seeds < 1:
+        parser.error("--trials and --seeds must be at least 1")
+    print(f"onnxruntime: {onnxruntime_version() or 'not installed (pip install .[bench])'}")
+    report = {}
+    for name, spec in WORKLOADS.items():
+        if args.only is None or name in args.only:
+            report[name] = bench(name, spec, args)
+    if args.json:
+        print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()
