@@ -60,6 +60,15 @@ def baselines(task: TuneTask, spec: dict[str, Any], arrays: list[np.ndarray]) ->
     return row
 
 
+def print_baselines(name: str, row: dict[str, Any]) -> None:
+    """The workload's name and the GFLOP/s ``baselines`` found."""
+    print(f"== {name}")
+    peers = f"numpy {row['numpy_gflops']:.1f}"
+    if "onnxruntime_gflops" in row:
+        peers += f"  onnxruntime {row['onnxruntime_gflops']:.1f}"
+    print(f"  {peers}  default schedule {row['default_gflops']:.1f} GFLOP/s")
+
+
 def rounded(value: Any) -> Any:
     if isinstance(value, float):
         return round(value, 3)

@@ -38,7 +38,13 @@ from tuner.space_choice import choose_space  # noqa: E402
 from tuner.task import TuneTask  # noqa: E402
 
 sys.path.append(_HERE)  # the packages are imported: now the sibling modules can be
-from baselines import baselines, reference_of, rounded, seconds_per_call  # noqa: E402
+from baselines import (  # noqa: E402
+    baselines,
+    print_baselines,
+    reference_of,
+    rounded,
+    seconds_per_call,
+)
 from onnx_peer import onnxruntime_version  # noqa: E402
 from tuned_workloads import CONV, GEMM, tune_from_scratch  # noqa: E402
 
@@ -117,11 +123,7 @@ def bench(name: str, spec: dict[str, Any], args: argparse.Namespace) -> dict[str
 
 
 def print_row(name: str, row: dict[str, Any]) -> None:
-    print(f"== {name}")
-    peers = f"numpy {row['numpy_gflops']:.1f}"
-    if "onnxruntime_gflops" in row:
-        peers += f"  onnxruntime {row['onnxruntime_gflops']:.1f}"
-    print(f"  {peers}  default schedule {row['default_gflops']:.1f} GFLOP/s")
+    print_baselines(name, row)
     print("  tuner          seed  fresh GFLOP/s  trials/s  search share")
     for tuner in TUNERS:
         if tuner not in row:

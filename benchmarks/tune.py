@@ -33,7 +33,13 @@ import numpy as np  # noqa: E402
 from tuner.task import TuneTask  # noqa: E402
 
 sys.path.append(_HERE)  # the packages are imported: now the sibling modules can be
-from baselines import baselines, reference_of, rounded, seconds_per_call  # noqa: E402
+from baselines import (  # noqa: E402
+    baselines,
+    print_baselines,
+    reference_of,
+    rounded,
+    seconds_per_call,
+)
 from onnx_peer import onnxruntime_version  # noqa: E402
 from tuned_workloads import CONV, GEMM, tune_from_scratch  # noqa: E402
 
@@ -87,11 +93,7 @@ def bench(name: str, spec: dict[str, Any], args: argparse.Namespace) -> dict[str
 
 
 def print_row(name: str, row: dict[str, Any]) -> None:
-    print(f"== {name}")
-    peers = f"numpy {row['numpy_gflops']:.1f}"
-    if "onnxruntime_gflops" in row:
-        peers += f"  onnxruntime {row['onnxruntime_gflops']:.1f}"
-    print(f"  {peers}  default schedule {row['default_gflops']:.1f} GFLOP/s")
+    print_baselines(name, row)
     print("  seed  search  re-timed  fresh  search/fresh  re-timed/fresh  trials/s")
     for s in row["seeds"]:
         retimed = "-" if s["retimed_gflops"] is None else f"{s['retimed_gflops']:.1f}"
