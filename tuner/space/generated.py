@@ -14,11 +14,14 @@ alone, without the space.
 
 from __future__ import annotations
 
+import math
+
 from compiler.codegen.target import LLVMTarget
 from compiler.ir.analysis import find_block_realize
 from compiler.ir.function import PrimFunc
 from compiler.schedule import Schedule, ScheduleError, Trace
 from compiler.schedule import primitives as P
+from compiler.schedule.primitives.common import const_int
 from tuner.space.base import (
     Decisions,
     Domain,
@@ -39,6 +42,12 @@ from tuner.space.rules.parallel_vectorize_unroll import ROLES
 # (least transformed) kept.
 MAX_DESIGNS = 8
 INLINE = -2
+ROOT = -1
+# A compute location may make a block run this many times as often as at the root
+# (a convolution's padding computed per output tile overlaps its neighbours a little);
+# beyond it the location only repeats the same work, which measuring would show at
+# great cost (a softmax row's maximum recomputed for every element of the row).
+MAX_RECOMPUTATION = 2
 
 
 class GeneratedSpace(Space):
@@ -76,10 +85,34 @@ class GeneratedSpace(Space):
                 "",
             )
         domain = sampling_domain(self.func, trace, index, role)
-        if inst.kind == "sample_compute_location" and self._is_expensive(inst.inputs["block"].name):
-            kept = tuple(v for v in domain.values if v != INLINE)
+        if inst.kind == "sample_compute_location":
+            expensive = self._is_expensive(inst.inputs["block"].name)
+            root_work = self._work_at(trace, index, ROOT)
+            kept = tuple(
+                v
+                for v in domain.values
+                if (v != INLINE or not expensive)
+                and (v < 0 or self._work_at(trace, index, v) <= MAX_RECOMPUTATION * root_work)
+            )
             domain = Domain(domain.kind, kept, role=role)
         return domain
+
+    def _work_at(self, trace: Trace, index: int, location: int) -> int:
+        """How many times the block of the compute location ``index`` of ``trace``
+        runs when computed at ``location``: the product of the loop extents around it.
+        A loop its consumer's region does not depend on (a softmax row's maximum put
+        inside the loop over the row) repeats the whole block that many times."""
+        placed = next(
+            k
+            for k in range(index + 1, len(trace.instructions))
+            if trace.instructions[k].kind == "compute_at"
+            and trace.instructions[k].inputs.get("loop") is trace.instructions[index].outputs[0]
+        )
+        sch = Schedule(self.func)
+        Trace(trace.instructions[: placed + 1]).apply_to_schedule(sch, {index: location})
+        block = sch.trace.instructions[index].inputs["block"]
+        extents = [const_int(sch.get(loop).extent) for loop in sch.get_loops(block)]
+        return math.prod(e if e is not None else 1 for e in extents)
 
     def _is_expensive(self, block_name: str) -> bool:
         """An original block that calls a costly intrinsic: never inlined, since each
