@@ -17,6 +17,7 @@ import compiler
 from compiler import te
 from compiler.ir.function import PrimFunc
 from compiler.ir.structural import structural_hash
+from compiler.lower.prepack import PrepackError
 from compiler.schedule import IndexMap, Schedule, ScheduleError, Trace
 from compiler.schedule.primitives.layout import LAYOUT_REWRITE_ATTR
 from compiler.topi.nn.conv2d import conv2d_nchw
@@ -219,3 +220,36 @@ def test_the_map_prints_as_it_parses() -> None:
     assert str(IndexMap.parse(str(IndexMap.parse("a,b->(a+b)*2-b, a")))) == (
         "a, b -> (a + b) * 2 - b, a"
     )
+
+
+# prepacked weights -----------------------------------------------------------------------
+
+
+def test_a_prepacked_weight_is_converted_once_and_gives_the_same_result() -> None:
+    """build(prepack=["kernel"]) splits the kernel's conversion out: the conv takes the
+    converted kernel, and main__pack_kernel converts it."""
+    workload = conv(8, 8, 5)
+    sch = Schedule(workload)
+    block = sch.get_block("conv2d_nchw")
+    sch.transform_layout(block, "kernel", OIHW_IO.format(f=4))
+    module = compiler.build(sch.mod, prepack=["kernel"])
+    pack, main = module["main__pack_kernel"], module["main"]
+    assert [p.name for p in main.signature.params] == ["data", "kernel_layout", "conv2d_nchw"]
+    data, kernel = random_arrays((1, 8, 5, 5), (8, 8, 3, 3))
+    packed = np.zeros((2, 2, 3, 3, 4, 4), dtype="float32")
+    pack(kernel, packed)
+    np.testing.assert_array_equal(
+        packed, kernel.reshape(2, 4, 2, 4, 3, 3).transpose(0, 2, 4, 5, 3, 1)
+    )
+    out = np.zeros((1, 8, 5, 5), dtype="float32")
+    main(data, packed, out)
+    np.testing.assert_allclose(
+        out, conv2d_nchw_im2col(data, kernel, padding=1), rtol=1e-4, atol=1e-4
+    )
+
+
+def test_prepack_of_a_parameter_without_a_conversion_is_refused() -> None:
+    sch = Schedule(conv(4, 4, 3))
+    sch.transform_layout(sch.get_block("conv2d_nchw"), "kernel", OIHW_IO.format(f=2))
+    with pytest.raises(PrepackError, match="with a layout conversion are \\['kernel'\\]"):
+        compiler.build(sch.mod, prepack=["data"])
