@@ -164,6 +164,43 @@ def test_elementwise_chain_every_buffer(m: int, n: int, perm: bool) -> None:
     assert_replays(sch, workload)
 
 
+def chain3(shape: tuple[int, int, int]) -> PrimFunc:
+    a = te.placeholder(shape, name="A")
+    b = te.compute(shape, lambda i, j, k: a[i, j, k] * 2.0, name="B")
+    c = te.compute(shape, lambda i, j, k: b[i, j, k] + 1.0, name="C")
+    return te.create_prim_func([a, c])
+
+
+@st.composite
+def layouts(draw: st.DrawFn, shape: tuple[int, int, int]) -> str:
+    """A permutation of three dimensions, one of them perhaps split by a divisor."""
+    names = ["i", "j", "k"]
+    outputs = draw(st.permutations(names))
+    dim = draw(st.sampled_from(range(3)))
+    factor = draw(st.sampled_from([d for d in range(1, shape[dim] + 1) if shape[dim] % d == 0]))
+    if factor > 1:
+        at = outputs.index(names[dim])
+        outputs[at : at + 1] = [f"{names[dim]} // {factor}"]
+        outputs.insert(draw(st.integers(0, len(outputs))), f"{names[dim]} % {factor}")
+    return f"i, j, k -> {', '.join(outputs)}"
+
+
+@settings(max_examples=10, deadline=None)
+@given(shape=st.tuples(*[st.sampled_from([1, 2, 3, 4, 6]) for _ in range(3)]), data=st.data())
+def test_random_layouts_of_input_intermediate_and_output(
+    shape: tuple[int, int, int], data: st.DataObject
+) -> None:
+    workload = chain3(shape)
+    sch = Schedule(workload)
+    b, c = sch.get_block("B"), sch.get_block("C")
+    for block, buffer in [(b, "A"), (b, "B"), (c, "C")]:
+        if data.draw(st.booleans()):
+            sch.transform_layout(block, buffer, data.draw(layouts(shape)))
+    (a,) = random_arrays(shape)
+    assert_computes(sch, [a], a * 2.0 + 1.0)
+    assert_replays(sch, workload)
+
+
 def test_a_fused_map_gives_a_flat_buffer() -> None:
     sch = Schedule(chain(3, 4))
     sch.transform_layout(sch.get_block("B"), "B", "i, j -> i * 4 + j")
