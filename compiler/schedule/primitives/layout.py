@@ -13,6 +13,12 @@ start of the function (annotated ``layout_rewrite`` with the parameter's name,
 so a build can convert a constant weight once, see ``compiler.lower.prepack``),
 or one that converts an output back at its end. The copy is an ordinary block
 that later primitives can split, vectorize or compute_at.
+
+A block that stores the buffer now stores it at mapped indices (``v_c // 16``),
+not at its own block variables one per dimension, so compute_at and
+reverse_compute_at refuse to move that block or a consumer under it (TVM's
+``transform_block_layout``, which would re-index the block, does not exist here
+yet); lay out what such a block writes before it through a cache instead.
 """
 
 from __future__ import annotations
