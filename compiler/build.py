@@ -12,6 +12,7 @@ from compiler.codegen.llvm_module import emit_module
 from compiler.codegen.target import LLVMTarget, target_machine
 from compiler.lower.ir_dump import IRDump
 from compiler.lower.pipeline import lower_func, to_ir_module
+from compiler.lower.prepack import prepack as prepack_module
 from compiler.runtime.module import Function, Module
 from compiler.runtime.signature import FuncSignature
 from compiler.schedule.default import apply_default_schedule
@@ -32,6 +33,7 @@ def build(
     database: TuningLookup | None = None,
     default_schedule: bool = True,
     dump_ir: str | os.PathLike[str] | None = None,
+    prepack: Sequence[str] = (),
 ) -> Module:
     """Compile ``obj`` for a CPU and load it into this process.
 
@@ -49,6 +51,11 @@ def build(
     the default one: parallel outer loops, vectorized inner loops. Pass
     ``default_schedule=False`` to compile the loops exactly as written.
 
+    ``prepack`` names weight parameters, constant across calls, whose layout
+    conversion (made by ``transform_layout``) moves out of the functions into
+    ``<function>__pack_<param>``: the function then takes the converted weight
+    (see ``compiler.lower.prepack``).
+
     ``dump_ir`` names a folder that gets the IR after every lowering pass, the LLVM IR
     before and after optimization, and the assembly, one numbered file each.
     """
@@ -57,6 +64,8 @@ def build(
     if database is not None:
         mod, report = apply_best(mod, llvm_target, database)
         logger.info("%s", report)
+    if prepack:
+        mod = prepack_module(mod, prepack)
     if default_schedule:
         mod = apply_default_schedule(mod, target=llvm_target)
     dump = IRDump(dump_ir) if dump_ir is not None else None

@@ -9,7 +9,7 @@ import pytest
 
 ROOT = Path(__file__).parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
-ARGS = {"stochastic_schedule.py": ["--trials", "3"]}
+ARGS = {"stochastic_schedule.py": ["--trials", "3"], "conv2d_nchwc.py": ["--small"]}
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)

@@ -22,6 +22,7 @@ from compiler.ir.stmt import Block, For, ForKind
 from compiler.schedule import primitives as P
 from compiler.schedule.errors import ScheduleError
 from compiler.schedule.handles import BlockRV, ExprRV, InlineLocation, LoopRV, RootLocation
+from compiler.schedule.index_map import IndexMap
 from compiler.schedule.trace import INSTRUCTION_ATTR, Instruction, Trace
 
 Params = ParamSpec("Params")
@@ -365,6 +366,22 @@ class Schedule:
         func, name = P.rfactor(self._func(loop.func_name), target, factor_axis)
         self._install(loop.func_name, func)
         return BlockRV(name, loop.func_name)
+
+    @instruction
+    def transform_layout(
+        self, block: BlockRV, buffer: tuple[str, int] | list[Any] | str, index_map: str
+    ) -> BlockRV | None:
+        """Store one buffer of ``block`` (``("read", k)``, ``("write", k)`` or its name)
+        in the layout ``index_map`` gives it, such as ``"n, c, h, w -> n, c // 16, h,
+        w, c % 16"``; for a parameter, returns the block that converts it.
+
+        The map is text so that the trace keeps it as data (see ``IndexMap``)."""
+        target = self._block(block)
+        layout = IndexMap.parse(index_map)
+        spec = tuple(buffer) if isinstance(buffer, list) else buffer
+        func, name = P.transform_layout(self._func(block.func_name), target, spec, layout)
+        self._install(block.func_name, func)
+        return None if name is None else BlockRV(name, block.func_name)
 
     # sampling -------------------------------------------------------------------
 

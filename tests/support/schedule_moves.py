@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from compiler.schedule import LoopRV, Schedule, ScheduleError
 from compiler.schedule.primitives import block_names
+from compiler.schedule.primitives.dataflow import reads_of, writes_of
 
 T = TypeVar("T")
 
@@ -169,6 +170,22 @@ def move_rfactor(sch: Schedule, ch: Chooser) -> None:
     sch.rfactor(pick_loop(sch, ch), ch.integer(-2, 2))
 
 
+def move_transform_layout(sch: Schedule, ch: Chooser) -> None:
+    """Lay out a buffer of a block by a permutation (reversed dimensions) or by a
+    split of one dimension (inner part last); factors that do not divide are refused."""
+    block = pick_block(sch, ch)
+    target = sch.get(block)
+    buffers = [*reads_of(target), *writes_of(target)]
+    buffer = ch.choice(buffers)
+    names = [f"a{k}" for k in range(buffer.ndim)]
+    if ch.integer(0, 1):
+        outputs = names[::-1]
+    else:
+        k, factor = ch.integer(0, buffer.ndim - 1), ch.integer(2, 3)
+        outputs = [*names[:k], f"{names[k]} // {factor}", *names[k + 1 :], f"{names[k]} % {factor}"]
+    sch.transform_layout(block, buffer.name, f"{', '.join(names)} -> {', '.join(outputs)}")
+
+
 MOVES: dict[str, Callable[[Schedule, Chooser], None]] = {
     "split": move_split,
     "sample_perfect_tile": move_tile,
@@ -188,6 +205,7 @@ MOVES: dict[str, Callable[[Schedule, Chooser], None]] = {
     "cache_write": move_cache_write,
     "decompose_reduction": move_decompose_reduction,
     "rfactor": move_rfactor,
+    "transform_layout": move_transform_layout,
 }
 
 

@@ -9,6 +9,7 @@ from compiler.schedule.primitives.compute_location import (
     sample_compute_location,
 )
 from compiler.schedule.primitives.inline import compute_inline, reverse_compute_inline
+from compiler.schedule.primitives.layout import transform_layout
 from compiler.schedule.primitives.loops import annotate, fuse, reorder, set_loop_kind, split
 from compiler.schedule.primitives.reduction import decompose_reduction
 from compiler.schedule.primitives.rfactor import rfactor
@@ -34,4 +35,5 @@ __all__ = [
     "sample_perfect_tile",
     "set_loop_kind",
     "split",
+    "transform_layout",
 ]

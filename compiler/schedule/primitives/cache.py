@@ -13,6 +13,8 @@ loop nest with another user of the buffer: the copy could not run between them.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 from compiler.arith import same_expr
 from compiler.ir import expr as E
@@ -106,7 +108,7 @@ def cache_write(
     buffer = _pick(
         "cache_write", block, outputs, write_buffer_index, "write_buffer_index", "writes"
     )
-    _check_cache_write(func, site, buffer)
+    check_whole_write(func, site, buffer, "cache_write")
     cache, name = _new_cache(func, buffer, storage_scope)
 
     children = scope_children(site.scope)
@@ -119,15 +121,27 @@ def cache_write(
 
 def copy_nest(name: str, src: Buffer, dst: Buffer) -> Stmt:
     """``for ax0, ax1, ...: block name: dst[v0, v1, ...] = src[v0, v1, ...]``."""
-    loop_vars = [Var(f"ax{k}", dim.dtype) for k, dim in enumerate(src.shape)]
+    return point_nest(name, src.shape, lambda point: BufferStore(dst, src[point], point))
+
+
+def point_nest(
+    name: str,
+    shape: tuple[E.PrimExpr, ...],
+    body: Callable[[tuple[E.PrimExpr, ...]], Stmt],
+    annotations: dict[str, Any] | None = None,
+) -> Stmt:
+    """``for ax0, ax1, ...: block name: body((v0, v1, ...))``: a block at every point
+    of ``shape``, one spatial block variable and one loop per dimension."""
+    loop_vars = [Var(f"ax{k}", dim.dtype) for k, dim in enumerate(shape)]
     iter_vars = tuple(
         IterVar(Var(f"v{k}", dim.dtype), Range(E.const(0, dim.dtype), dim), IterKind.SPATIAL)
-        for k, dim in enumerate(src.shape)
+        for k, dim in enumerate(shape)
     )
-    point = tuple(iv.var for iv in iter_vars)
-    body = BufferStore(dst, E.BufferLoad(src, point), point)
-    stmt: Stmt = BlockRealize(tuple(loop_vars), true_predicate(), Block(name, iter_vars, body))
-    for var, dim in reversed(list(zip(loop_vars, src.shape, strict=True))):
+    block = Block(
+        name, iter_vars, body(tuple(iv.var for iv in iter_vars)), annotations=annotations or {}
+    )
+    stmt: Stmt = BlockRealize(tuple(loop_vars), true_predicate(), block)
+    for var, dim in reversed(list(zip(loop_vars, shape, strict=True))):
         stmt = For(var, E.const(0, dim.dtype), dim, ForKind.SERIAL, stmt)
     return stmt
 
@@ -178,11 +192,12 @@ def _install_scope(
     return replace_in_func(func, scope, new_scope)
 
 
-def _check_cache_write(func: PrimFunc, site: BlockSite, buffer: Buffer) -> None:
-    """The copy-back writes every element of ``buffer``; that is only harmless when
-    the block wrote them all, unless nothing but the block defines the buffer."""
+def check_whole_write(func: PrimFunc, site: BlockSite, buffer: Buffer, primitive: str) -> None:
+    """A copy-back after the block writes every element of ``buffer``; that is only
+    harmless when the block wrote them all, unless nothing but the block defines
+    the buffer."""
     block = site.block
-    prefix = f"cache_write of block {block.name!r}"
+    prefix = f"{primitive} of block {block.name!r}"
     stores: list[BufferStore] = []
     loads: list[E.BufferLoad] = []
 
@@ -206,7 +221,7 @@ def _check_cache_write(func: PrimFunc, site: BlockSite, buffer: Buffer) -> None:
         ):
             raise ScheduleError(
                 f"{prefix}: it accesses {buffer.name} at more than one element per point; "
-                "a cache could not stand in for it"
+                "a copy of another layout could not stand in for it"
             )
     init_stores = block.init is not None and any(
         isinstance(n, BufferStore) and n.buffer is buffer for n in _stmts(block.init)
@@ -214,7 +229,7 @@ def _check_cache_write(func: PrimFunc, site: BlockSite, buffer: Buffer) -> None:
     if loads and not init_stores:
         raise ScheduleError(
             f"{prefix}: it reads {buffer.name} without an init that writes it first, so the "
-            "cache would start without the values it reads"
+            "copy would start without the values it reads"
         )
     other_writers = [r for r in writers(func, buffer) if r is not site.realize]
     if is_param(func, buffer) or other_writers:
@@ -222,14 +237,14 @@ def _check_cache_write(func: PrimFunc, site: BlockSite, buffer: Buffer) -> None:
         if reason is not None:
             raise ScheduleError(
                 f"{prefix}: cannot prove it writes all of {buffer.name} ({reason}), and the "
-                "copy-back writes every element; apply cache_write before split or compute_at"
+                f"copy-back writes every element; apply {primitive} before split or compute_at"
             )
     at = child_index(site.scope, site.realize)
     for other in leaf_realizes(scope_children(site.scope)[at]):
         if other is not site.realize and accesses(other.block, buffer):
             raise ScheduleError(
                 f"{prefix}: block {other.block.name!r} uses {buffer.name} inside the same loop "
-                "nest, before the copy-back could run; cache before compute_at"
+                f"nest, before the copy-back could run; apply {primitive} before compute_at"
             )
 
 

@@ -1,0 +1,106 @@
+"""Convert a constant weight's layout once, not on every call.
+
+``transform_layout`` of an input parameter leaves the function's signature alone
+and converts the parameter at the start of every call, in a block annotated
+``layout_rewrite``. For a weight that stays the same across calls (a conv2d's or
+dense's kernel) that work is wasted after the first call. ``prepack`` splits such
+a conversion out of the function: the function then takes the weight already in
+the new layout, and a second function ``<name>__pack_<param>`` (parameters: the
+weight, the converted weight) does the conversion, to be called once per weight.
+This is TVM's ``layout_free_placeholders``, asked for at build time because only
+the caller knows which arrays stay constant.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from compiler.errors import CompilerError
+from compiler.ir.buffer import Buffer
+from compiler.ir.function import IRModule, PrimFunc
+from compiler.ir.stmt import Block, BlockRealize, Stmt, seq, true_predicate
+from compiler.schedule.primitives.dataflow import (
+    leaf_realizes,
+    readers,
+    scope_children,
+    writers,
+    writes_of,
+)
+from compiler.schedule.primitives.layout import LAYOUT_REWRITE_ATTR
+
+PACK_SUFFIX = "__pack_"
+
+
+class PrepackError(CompilerError, ValueError):
+    """A parameter named for prepacking has no conversion that can be split out."""
+
+
+def prepack(mod: IRModule, params: Sequence[str]) -> IRModule:
+    """``mod`` with the layout conversion of each parameter in ``params`` split out of
+    every function that has one (see the module docstring)."""
+    functions = dict(mod.items())
+    for param in params:
+        hits = [name for name, func in functions.items() if _conversion(func, param)]
+        if not hits:
+            raise PrepackError(
+                f"prepack: no function converts a parameter {param!r} at its top level; the "
+                f"parameters with a layout conversion are {_convertible(functions)}; apply "
+                "transform_layout to the weight and keep its conversion block at the root"
+            )
+        for name in hits:
+            main, pack = split_conversion(functions[name], param)
+            functions[name] = main
+            functions[f"{name}{PACK_SUFFIX}{param}"] = pack
+    return IRModule(functions)
+
+
+def split_conversion(func: PrimFunc, param: str) -> tuple[PrimFunc, PrimFunc]:
+    """(``func`` taking ``param`` in its new layout, the function that converts it)."""
+    found = _conversion(func, param)
+    if found is None:
+        raise PrepackError(f"prepack: the function has no top-level conversion of {param!r}")
+    statement, block = found
+    source = next(p for p in func.params if p.name == param)
+    laid_out = _written(block)
+    if len(readers(func, source)) != 1 or len(writers(func, laid_out)) != 1:
+        raise PrepackError(
+            f"prepack: {param!r} or its converted copy {laid_out.name!r} is used by more "
+            "blocks than the conversion; the function must read the weight only through it"
+        )
+    root = func.root_block
+    rest = [s for s in scope_children(root) if s is not statement]
+    allocs = tuple(b for b in root.alloc_buffers if b is not laid_out)
+    new_root = dataclasses.replace(root, body=seq(*rest), alloc_buffers=allocs)
+    assert isinstance(func.body, BlockRealize)
+    params = tuple(laid_out if p is source else p for p in func.params)
+    main = dataclasses.replace(
+        func, params=params, body=dataclasses.replace(func.body, block=new_root)
+    )
+    pack_root = Block("root", (), statement)
+    pack = PrimFunc((source, laid_out), BlockRealize((), true_predicate(), pack_root))
+    return main, pack
+
+
+def _conversion(func: PrimFunc, param: str) -> tuple[Stmt, Block] | None:
+    """The top-level statement of ``func`` that only converts ``param``, and its block."""
+    for statement in scope_children(func.root_block):
+        realizes = leaf_realizes(statement)
+        if len(realizes) == 1 and realizes[0].block.annotations.get(LAYOUT_REWRITE_ATTR) == param:
+            return statement, realizes[0].block
+    return None
+
+
+def _convertible(functions: dict[str, PrimFunc]) -> list[str]:
+    names = {
+        str(realize.block.annotations[LAYOUT_REWRITE_ATTR])
+        for func in functions.values()
+        for realize in leaf_realizes(func.body)
+        if LAYOUT_REWRITE_ATTR in realize.block.annotations
+    }
+    return sorted(names)
+
+
+def _written(block: Block) -> Buffer:
+    (buffer,) = writes_of(block)
+    return buffer
