@@ -117,8 +117,17 @@ def test_rfactor_forks_a_row_reduction_over_either_piece() -> None:
         assert any(name.endswith("rf") for name in P.block_names(fork.mod["main"]))
 
 
-def test_rfactor_leaves_a_large_output_alone() -> None:
+def test_rfactor_gives_a_large_output_only_vector_partials() -> None:
     sch = Schedule(softmax(64, 40))
+    forks = apply(AddRFactor(max_spatial=32), sch, "S")
+    assert forks[0] is sch and len(forks) == 2
+    partial = forks[1].mod["main"]
+    rf = next(name for name in P.block_names(partial) if name.endswith("rf"))
+    assert P.loops_above(partial, rf)[-1].extent.value <= 64
+
+
+def test_rfactor_leaves_a_large_output_with_a_short_reduction_alone() -> None:
+    sch = Schedule(softmax(64, 16))
     assert apply(AddRFactor(max_spatial=32), sch, "S") == [sch]
 
 

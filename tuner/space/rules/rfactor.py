@@ -1,13 +1,18 @@
-"""Add rfactor: split a reduction that has too few output elements to keep the
-machine busy (softmax rows, layer norm, a batch-1 dense, a full sum) into partial
-results over a sampled piece of its reduction loop.
+"""Add rfactor: split a reduction into partial results over a sampled piece of its
+reduction loop, where it has too few output elements to keep the machine busy (a
+batch-1 dense, a full sum), or a reduction loop long enough to fill vectors (softmax
+rows, layer norm): a float sum cannot be vectorized as it stands, since adding in
+another order changes the result, but partials over the inner piece are independent
+lanes.
 
 The reduction loops are fused and split in two with ``sample_perfect_tile``; the
 block forks into the plain reduction and ``rfactor`` over either piece: over the
 outer piece the partials are independent rows a parallel loop can share, over
 the inner one they are a contiguous vector of accumulators (the new axis goes
 last in the partial buffer). The plain schedule stays as a fork of its own, since
-for a long enough output the reduction is better left whole.
+for a long enough output the reduction is better left whole. A reduction with
+enough output elements forks over the inner piece only: its rows already keep the
+threads busy.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ from tuner.space.rules.analysis import (
 from tuner.space.rules.base import ScheduleRule
 
 MAX_INNERMOST = 64
+# The shortest reduction loop worth vector partials: two vectors of 16 lanes.
+MIN_VECTOR_REDUCTION = 32
 
 
 class AddRFactor(ScheduleRule):
@@ -51,6 +58,8 @@ class AddRFactor(ScheduleRule):
         fused = split.fuse(*reduce) if len(reduce) > 1 else reduce[0]
         pieces = split.split(fused, split.sample_perfect_tile(fused, 2, MAX_INNERMOST))
         axis = len(written(realize_of(split, block).block)[0].shape)
+        if spatial_work(sch, block) >= self.max_spatial:
+            pieces = pieces[1:]
         forks = [
             attempt(split, partial(Schedule.rfactor, loop=p, factor_axis=axis)) for p in pieces
         ]
@@ -67,4 +76,6 @@ class AddRFactor(ScheduleRule):
         if SPATIAL in kinds[first:]:
             return False
         reduction = math.prod(extents(loops_of(sch, block)[first:]))
-        return reduction >= 2 and spatial_work(sch, block) < self.max_spatial
+        if spatial_work(sch, block) < self.max_spatial:
+            return reduction >= 2
+        return reduction >= MIN_VECTOR_REDUCTION
