@@ -167,7 +167,7 @@ def test_the_sampled_sizes_become_loop_kinds() -> None:
     func, _ = workload("relu")  # 16 x 40
     space = GeneratedSpace(func)
     # decisions index the candidates: parallel (0, 2, 8, 32) x 2 threads, lanes
-    # (0, 4, 8, 16, 32, 64), unroll steps (0, 16, 64, 512)
+    # (0, 4, 8, 16, 32, 64), unroll steps (0, 16, 64)
     made = space.candidate(Decisions(0, (1, 5, 0)))
     kinds = [lp.kind for lp in loops(space.program(made).func)]
     assert kinds == [ForKind.PARALLEL, ForKind.VECTORIZED]
