@@ -41,6 +41,12 @@ def matmul_candidate(seed: int = 0, fault: Fault | None = None, argument: str = 
     return Candidate.make(func, sch.trace, spec=MATMUL)
 
 
+def slow_candidate() -> Candidate:
+    """A 384-cubed matmul with no schedule: a call takes tens of milliseconds even on a
+    fast machine (its innermost loop strides down a column), so a 1 ms cutoff cuts it."""
+    return spec_candidate({"op": "matmul", "args": {"m": 384, "n": 384, "k": 384}})
+
+
 def custom_candidate() -> Candidate:
     """A workload written in TE, with no spec: checked against its unscheduled build."""
     a = te.placeholder((19, 23), name="A")
