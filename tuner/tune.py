@@ -45,6 +45,12 @@ from workers import Candidate, ErrorKind, RunResult, Workers
 T = TypeVar("T")
 
 RECORD_PAGE = 1000
+# A search candidate one of whose timed calls is this many times slower than the best so
+# far is timed no further (``Candidate.cutoff_seconds``): its record keeps that one real,
+# slow time, which tells a search as much as five, while the other repeats of a kernel
+# taking half a second cost seconds of the run. Ten times leaves every plausible
+# contender fully timed: run-to-run noise is a few percent, not a factor of ten.
+CUTOFF_FACTOR = 10.0
 # The accepted range of each numeric option. A seed reaches numpy and XGBoost, which
 # take an unsigned 32-bit one; the others bound what one run may ask for.
 OPTION_RANGES: dict[str, tuple[int, int]] = {
@@ -294,11 +300,13 @@ class _Loop:
 
     def measure(self, batch: Sequence[TraceCandidate]) -> list[MeasureResult]:
         """Measure the batch's new traces, commit their records in one transaction, and
-        return one result per candidate (stored ones from the database)."""
+        return one result per candidate (stored ones from the database). Each is cut
+        ``CUTOFF_FACTOR`` times slower than the best so far, stored records included."""
         digests = [c.trace_hash for c in batch]
         fresh = [k for k, digest in enumerate(digests) if digest not in self.known]
+        cutoff = None if self.best_seconds is None else CUTOFF_FACTOR * self.best_seconds
         candidates = [
-            Candidate(self.workload, batch[k].trace_json, self.task.target, self.task.spec)
+            Candidate(self.workload, batch[k].trace_json, self.task.target, self.task.spec, cutoff)
             for k in fresh
         ]
         runs = self.workers.measure(candidates) if candidates else []
@@ -343,7 +351,7 @@ def _retime(
     workload = workload_to_json(task.func)
     rounds = max(1, options.retime_rounds)
     # Round-robin, so a slow stretch of the machine slows one round of every schedule
-    # rather than every round of one.
+    # rather than every round of one. No cutoff: these are the careful measurements.
     candidates = [
         Candidate(workload, record.trace, task.target, task.spec)
         for _ in range(rounds)

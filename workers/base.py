@@ -64,12 +64,18 @@ class Candidate:
     ``spec`` is the operator spec the workload came from (JSON text), when it came
     from one: the runner then checks results against numpy instead of against the
     unscheduled build, after checking that the spec really gives this workload.
+
+    ``cutoff_seconds``, when set, lets the runner stop timing after its first timed loop
+    if a call of it took longer: the result then has that one run time. A tuner sets it
+    to a multiple of the best time so far, so a candidate that is clearly slower costs
+    one timed loop instead of ``repeat`` of them; its output is checked all the same.
     """
 
     workload: str
     trace: str
     target: str = "llvm"
     spec: str | None = None
+    cutoff_seconds: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("workload", "trace", "target"):
@@ -80,6 +86,14 @@ class Candidate:
                 )
         if self.spec is not None and not isinstance(self.spec, str):
             raise TypeError(f"Candidate.spec must be JSON text or None, got {type(self.spec)}")
+        cutoff = self.cutoff_seconds
+        if cutoff is not None and (
+            isinstance(cutoff, bool) or not isinstance(cutoff, int | float) or not cutoff > 0
+        ):
+            raise ValueError(
+                f"Candidate.cutoff_seconds must be a positive number of seconds or None (no "
+                f"cutoff), got {cutoff!r}"
+            )
 
     @staticmethod
     def make(
@@ -109,11 +123,18 @@ class Candidate:
             "trace": self.trace,
             "target": self.target,
             "spec": self.spec,
+            "cutoff_seconds": self.cutoff_seconds,
         }
 
     @staticmethod
     def from_json(data: Mapping[str, Any]) -> Candidate:
-        return Candidate(data["workload"], data["trace"], data["target"], data.get("spec"))
+        return Candidate(
+            data["workload"],
+            data["trace"],
+            data["target"],
+            data.get("spec"),
+            data.get("cutoff_seconds"),
+        )
 
 
 @dataclass(frozen=True)
@@ -186,7 +207,10 @@ class BuildResult:
 @dataclass(frozen=True)
 class RunResult:
     """A candidate and either its run times (seconds per call, one per repeat, each the
-    mean of ``number`` calls) or why it has none. ``worker_host`` says where it ran."""
+    mean of ``number`` calls) or why it has none. ``worker_host`` says where it ran.
+    Fewer run times than the config's ``repeat`` mean the runner stopped timing early:
+    a call passed the candidate's ``cutoff_seconds``, or more repeats would not have
+    fitted in ``timeout_s``."""
 
     candidate: Candidate
     run_times: tuple[float, ...] = ()
@@ -261,7 +285,8 @@ class MeasureConfig:
     why no extra warmup is the default), so tiny kernels are not timer noise.
     ``flush_cache`` writes over ``flush_bytes`` before each repeat so every repeat
     starts with cold caches. ``timeout_s`` bounds loading, checking and
-    timing one candidate; ``reference_timeout_s`` bounds computing a workload's
+    timing one candidate (a slow one gets fewer repeats rather than pass it; see
+    ``workers.measure``); ``reference_timeout_s`` bounds computing a workload's
     reference outputs (once per workload per runner process). ``tolerance`` is the
     largest accepted error relative to the largest reference value (None: by dtype).
     """

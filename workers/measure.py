@@ -12,18 +12,26 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 from collections import OrderedDict
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
 from compiler.errors import ErrorKind
 from compiler.runtime import Function, load_module
-from compiler.runtime.profiling import time_raw
+from compiler.runtime.profiling import ProfileResult, time_raw
 from compiler.workload.key import workload_from_json, workload_key
 from compiler.workload.spec import normalize_spec, workload_from_spec
 from workers.base import BuildResult, Candidate, MeasureConfig, RunResult
 from workers.check import Reference, make_reference
+
+# A timed repeat starts only if, at the pace of the loop before it, it ends within this
+# share of ``timeout_s`` from the start of the measurement. The rest is slack for a loop
+# slower than the last and for the reply, so a candidate slow enough to pass the deadline
+# with all its repeats comes back measured, with fewer run times, instead of as a timeout.
+TIMING_SHARE = 0.5
 
 
 class Measurer:
@@ -53,7 +61,9 @@ class Measurer:
         return found if isinstance(found, str) else None
 
     def measure(self, build: BuildResult, config: MeasureConfig) -> RunResult:
-        """Load the artifact, run it once and check its outputs, then time it."""
+        """Load the artifact, run it once and check its outputs, then time it (with
+        fewer repeats when the candidate's cutoff or the deadline says so)."""
+        started = time.monotonic()
         candidate = build.candidate
         if build.artifact is None:
             return RunResult.from_build(build)
@@ -69,14 +79,17 @@ class Measurer:
             mismatch = reference.mismatch(arrays, config.tolerance)
             if mismatch is not None:
                 return self._failed(candidate, ErrorKind.WRONG_RESULT, mismatch)
-            timing = time_raw(
+            loops = partial(
+                time_raw,
                 function.raw,
                 function.signature.bind(arrays),
-                config.number,
-                config.repeat,
-                config.min_repeat_ms,
-                warmup=config.warmup,
                 before_repeat=self._flusher(config),
+            )
+            timing = _time(
+                loops,
+                config,
+                candidate.cutoff_seconds,
+                deadline=started + TIMING_SHARE * config.timeout_s,
             )
         except Exception as err:  # one candidate's failure is its record
             return self._failed(candidate, ErrorKind.RUN_ERROR, f"{type(err).__name__}: {err}")
@@ -97,6 +110,33 @@ class Measurer:
         if self._flush_buffer is None or self._flush_buffer.size != size:
             self._flush_buffer = np.zeros(size, dtype=np.float64)
         self._flush_buffer += 1.0
+
+
+def _time(
+    loops: Callable[..., ProfileResult],
+    config: MeasureConfig,
+    cutoff_seconds: float | None,
+    *,
+    deadline: float,
+) -> ProfileResult:
+    """Time as ``time_raw`` does (``loops`` is it, given the kernel and its arguments),
+    in steps that can stop early. First one timed loop of ``config.number`` calls after
+    the warmup: when a call of it took longer than ``cutoff_seconds``, that loop is the
+    whole measurement. A loop as long as ``min_repeat_ms`` is the first repeat, and each
+    further one starts only if, at that loop's pace, it ends before ``deadline``. A
+    shorter loop says the kernel is fast: ``time_raw`` then grows ``number`` and times
+    every repeat, which takes about ``repeat`` times ``min_repeat_ms``."""
+    first = loops(config.number, 1, 0.0, warmup=config.warmup)
+    (per_call,) = first.results
+    if cutoff_seconds is not None and per_call > cutoff_seconds:
+        return first
+    loop_seconds = per_call * first.number
+    if loop_seconds * 1e3 < config.min_repeat_ms:
+        return loops(config.number, config.repeat, config.min_repeat_ms, warmup=0)
+    results = list(first.results)
+    while len(results) < config.repeat and time.monotonic() + loop_seconds < deadline:
+        results.extend(loops(first.number, 1, 0.0, warmup=0).results)
+    return ProfileResult(tuple(results), first.number)
 
 
 def _reference_or_reason(candidate: Candidate, seed: int) -> Reference | str:

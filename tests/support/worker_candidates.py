@@ -41,6 +41,18 @@ def matmul_candidate(seed: int = 0, fault: Fault | None = None, argument: str = 
     return Candidate.make(func, sch.trace, spec=MATMUL)
 
 
+def slow_candidate() -> Candidate:
+    """A 384-cubed matmul on one core whose innermost loop walks down the columns of A
+    and C (loops j, k, i): a call takes tens of milliseconds even on a fast machine
+    (85 ms on a loaded Zen 4), so a 1 ms cutoff always cuts it."""
+    spec = {"op": "matmul", "args": {"m": 384, "n": 384, "k": 384}}
+    func = workload_from_spec(spec)
+    sch = Schedule(func)
+    i, j, k = sch.get_loops(sch.get_block("T_matmul"))
+    sch.reorder(j, k, i)
+    return Candidate.make(func, sch.trace, spec=spec)
+
+
 def custom_candidate() -> Candidate:
     """A workload written in TE, with no spec: checked against its unscheduled build."""
     a = te.placeholder((19, 23), name="A")

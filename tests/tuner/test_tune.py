@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 
 import pytest
 from quick_measure import QUICK
@@ -12,8 +13,8 @@ from quick_measure import QUICK
 from db import Database, Purpose, SQLDatabase
 from tuner.progress import Progress
 from tuner.task import TuneTask
-from tuner.tune import TuneOptions, TuneResult, format_table, tune
-from workers import BuildResult, Runner, RunResult, Workers
+from tuner.tune import CUTOFF_FACTOR, TuneOptions, TuneResult, format_table, tune
+from workers import BuildResult, Candidate, Runner, RunResult, Workers
 
 SPEC = {"op": "matmul", "args": {"m": 40, "n": 56, "k": 24}}
 
@@ -75,6 +76,36 @@ def test_a_similar_workload_in_the_database_warm_starts_the_model(task, database
     assert alone.transferred == 0
     cold = TuneOptions(trials=24, batch_size=8, seed=3, retime_rounds=1, transfer=False)
     assert tune(other, database=database, workers=backend, options=cold).transferred == 0
+
+
+@dataclass(frozen=True)
+class _Recording(Workers):
+    """The real workers, keeping every batch they were given and what it measured."""
+
+    batches: list[list[RunResult]] = field(default_factory=list)
+
+    def measure(self, candidates: Sequence[Candidate]) -> list[RunResult]:
+        runs = super().measure(candidates)
+        self.batches.append(runs)
+        return runs
+
+
+def _cutoffs(batch: Sequence[RunResult]) -> set[float | None]:
+    return {run.candidate.cutoff_seconds for run in batch}
+
+
+def test_each_batch_is_cut_at_ten_times_the_best_so_far_and_retiming_never(task, database, backend):
+    recording = _Recording(backend.builder, backend.runner)
+    tune(task, database=database, workers=recording, options=_options(16, "random"))
+    first, second, retiming = recording.batches
+    assert _cutoffs(first) == {None} and _cutoffs(retiming) == {None}
+    best = min(run.seconds for run in first if run.seconds is not None)
+    assert _cutoffs(second) == {CUTOFF_FACTOR * best}
+    stored = database.records(task.workload_key, task.target, purpose=Purpose.SEARCH)
+    best_stored = min(r.seconds for r in stored if r.seconds is not None)
+    resumed = _Recording(backend.builder, backend.runner)
+    tune(task, database=database, workers=resumed, options=_options(24, "random"))
+    assert _cutoffs(resumed.batches[0]) == {CUTOFF_FACTOR * best_stored}
 
 
 class _InterruptAt(Progress):

@@ -32,6 +32,7 @@ from worker_candidates import (
     illegal_candidate,
     kinds,
     matmul_candidate,
+    slow_candidate,
     spec_candidate,
     swapped_artifact,
 )
@@ -50,6 +51,7 @@ from workers import (
     WorkersError,
 )
 from workers.check import make_reference
+from workers.measure import Measurer
 
 
 def check_ok(result: RunResult, repeat: int = TEST_CONFIG.repeat) -> None:
@@ -95,9 +97,12 @@ def test_hooks_are_named_module_colon_attribute() -> None:
 
 def test_candidate_is_plain_json() -> None:
     candidate = matmul_candidate(seed=3)
-    assert Candidate.from_json(json.loads(json.dumps(candidate.to_json()))) == candidate
+    for sent in (candidate, dataclasses.replace(candidate, cutoff_seconds=2.5e-3)):
+        assert Candidate.from_json(json.loads(json.dumps(sent.to_json()))) == sent
     with pytest.raises(TypeError, match="JSON text"):
         Candidate({"op": "matmul"}, "{}")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="cutoff_seconds must be a positive"):
+        dataclasses.replace(candidate, cutoff_seconds=0.0)
 
 
 def test_measure_config_checks_its_values() -> None:
@@ -211,6 +216,36 @@ def test_min_repeat_ms_grows_number_and_cache_flush_runs() -> None:
         (result,) = backend.measure([candidate])
     check_ok(result, repeat=2)
     assert result.number > 1
+
+
+def test_a_clearly_slow_candidate_is_cut_after_one_timed_call(local: Workers) -> None:
+    slow = slow_candidate()
+    cut = dataclasses.replace(slow, cutoff_seconds=1e-3)
+    full_result, cut_result = local.measure([slow, cut])
+    check_ok(full_result)
+    assert cut_result.ok, cut_result.error
+    assert cut_result.candidate == cut
+    assert len(cut_result.run_times) == 1 and cut_result.run_times[0] > 1e-3
+    assert cut_result.number == TEST_CONFIG.number
+
+
+def test_a_wrong_result_with_a_cutoff_is_still_an_error(local: Workers) -> None:
+    wrong = swapped_artifact(local.builder)
+    candidate = dataclasses.replace(wrong.candidate, cutoff_seconds=1e-9)
+    (result,) = local.runner.run([dataclasses.replace(wrong, candidate=candidate)])
+    assert result.error_kind is ErrorKind.WRONG_RESULT
+
+
+def test_repeats_that_would_pass_the_deadline_are_not_timed(local: Workers) -> None:
+    """A candidate whose repeats would not fit in ``timeout_s`` comes back measured with
+    the repeats that fit, not as a timeout. A deadline already passed leaves the first."""
+    (build,) = local.builder.build([matmul_candidate(5)])
+    measurer = Measurer(host="here")
+    config = MeasureConfig(repeat=3, min_repeat_ms=0.0)
+    assert len(measurer.measure(build, config).run_times) == 3
+    hurried = dataclasses.replace(config, timeout_s=1e-9)
+    result = measurer.measure(build, hurried)
+    assert result.ok and len(result.run_times) == 1
 
 
 def _children_environments(role: str) -> list[dict[str, str]]:
@@ -344,12 +379,16 @@ def test_results_become_database_records(local: Workers, tmp_path: Any) -> None:
     from db import SQLDatabase
     from tuner.measurement import to_measurement
 
-    candidates = [matmul_candidate(1), matmul_candidate(2, Fault.CRASH)]
+    cut = dataclasses.replace(matmul_candidate(3), cutoff_seconds=1e-9)
+    candidates = [matmul_candidate(1), matmul_candidate(2, Fault.CRASH), cut]
     results = local.measure(candidates)
     with SQLDatabase(f"sqlite:///{tmp_path / 'tuning.db'}") as database:
         database.commit_workload(MATMUL)
-        assert database.commit_records(to_measurement(r) for r in results) == 2
-        stored = {record.error_kind: record for record in database.records()}
-    assert set(stored) == {None, ErrorKind.CRASHED}
-    assert stored[None].run_times == results[0].run_times
-    assert "SIGSEGV" in (stored[ErrorKind.CRASHED].error or "")
+        assert database.commit_records(to_measurement(r) for r in results) == 3
+        stored = {
+            (record.error_kind, len(record.run_times)): record for record in database.records()
+        }
+    assert set(stored) == {(None, TEST_CONFIG.repeat), (ErrorKind.CRASHED, 0), (None, 1)}
+    assert stored[None, TEST_CONFIG.repeat].run_times == results[0].run_times
+    assert stored[None, 1].run_times == results[2].run_times
+    assert "SIGSEGV" in (stored[ErrorKind.CRASHED, 0].error or "")

@@ -52,11 +52,13 @@ def cluster_good_candidates_on_every_node(cluster: Cluster) -> None:
     with backend:
         hosts = backend.runner.hosts  # type: ignore[attr-defined]
         candidates = [matmul_candidate(seed) for seed in range(6)] + [custom_candidate()]
-        results = backend.measure(candidates)
+        cut = dataclasses.replace(matmul_candidate(6), cutoff_seconds=1e-9)
+        results = backend.measure([*candidates, cut])
     assert len(hosts) == 2
-    assert kinds(results) == [None] * len(candidates), [r.error for r in results]
+    assert kinds(results) == [None] * len(results), [r.error for r in results]
     assert {r.worker_host for r in results} <= set(hosts)
-    assert all(len(r.run_times) == TEST_CONFIG.repeat for r in results)
+    assert all(len(r.run_times) == TEST_CONFIG.repeat for r in results[:-1])
+    assert results[-1].candidate == cut and len(results[-1].run_times) == 1
 
 
 def cluster_runner_lands_on_the_node_with_the_resource(cluster: Cluster) -> None:
