@@ -5,8 +5,9 @@ and conv2d NCHW 1x16x28x28 (32 3x3 filters, pad 1).
 
 Per workload it prints the time to make a point's candidate (the replay a search
 pays for every point it proposes, whatever it scores them with) and then, per
-feature kind, the time of a row on top of that, with fresh caches. ``--profile``
-prints cProfile's top functions of the slowest kind instead.
+feature kind, the time of a row on top of that, with fresh caches. Times are the
+CPU time of this process, which other work on a shared machine disturbs less than
+the wall clock. ``--profile KIND`` prints cProfile's top functions instead.
 """
 
 from __future__ import annotations
@@ -58,13 +59,13 @@ def milliseconds_per_point(task: TuneTask, points: list[Decisions], kind: str | 
     REPLAYS.clear()
     space = spaces.space_for(task.func, target=task.target)
     extractor = features.create(kind) if kind is not None else None
-    start = time.perf_counter()
+    start = time.process_time()
     for point in points:
         space.candidate(point)
-    made = time.perf_counter()
+    made = time.process_time()
     if extractor is not None:
         extractor.transform(space, points)
-    end = time.perf_counter()
+    end = time.process_time()
     return 1e3 * ((end - made) if extractor is not None else (made - start)) / len(points)
 
 

@@ -16,8 +16,9 @@ Every store is described with the loops around it (``stores.py``), in raw counts
   accessed and unique bytes touched, cache lines fetched and unique lines; the
   stride along the innermost loop and along the innermost loop that moves the
   access; the bytes touched by the innermost 1, 2 and 3 loops; reuse: the
-  extent of the innermost loop that does not move the access, the iterations
-  and the bytes of every buffer touched between two uses;
+  extent of the innermost loop that does not move the access, the iterations,
+  the bytes of every buffer and of this one touched between two uses (the last
+  is the register tile of an accumulator);
 - arithmetic intensity: floating-point operations per unique byte under the
   innermost 1, 2, 3, 4 loops and the whole nest (a curve of where data is reused).
 
@@ -52,7 +53,6 @@ from tuner.cost_model.features.stores import (
     StoreNest,
     allocation_elements,
     program_nests,
-    subexpressions,
 )
 from tuner.space.base import Decisions, Space
 
@@ -97,6 +97,7 @@ ACCESS_NAMES = (
     "reuse_extent",
     "reuse_iterations",
     "reuse_bytes",
+    "reuse_own_bytes",
 )
 STORE_NAMES = (
     *(f"float_{kind}" for kind in OP_KINDS),
@@ -189,17 +190,16 @@ def _op_counts(nest: StoreNest) -> tuple[float, np.ndarray]:
     floats = dict.fromkeys(OP_KINDS, 0)
     ints = dict.fromkeys(INT_OP_KINDS, 0)
     logic = 0
-    for expr in (nest.store.value, *nest.index_exprs):
-        for node in subexpressions(expr):
-            kind = _OP_KIND.get(type(node))
-            if kind is None:
-                logic += isinstance(node, _BOOL_OPS)
-                continue
-            operand = node.a if isinstance(node, E.CmpOp) else node
-            if E.is_float(operand.dtype):  # type: ignore[attr-defined]
-                floats[kind] += 1
-            elif kind in ints:
-                ints[kind] += 1
+    for node in nest.nodes:
+        kind = _OP_KIND.get(type(node))
+        if kind is None:
+            logic += isinstance(node, _BOOL_OPS)
+            continue
+        operand = node.a if isinstance(node, E.CmpOp) else node
+        if E.is_float(operand.dtype):  # type: ignore[attr-defined]
+            floats[kind] += 1
+        elif kind in ints:
+            ints[kind] += 1
     flops = sum(floats[k] for k in FLOP_KINDS)
     return float(flops), np.array([*floats.values(), *ints.values(), logic], dtype=float)
 
@@ -236,7 +236,7 @@ def _access_features(
     ``touched`` that of all the store's buffers, ``runs`` the iterations per level."""
     size = access.itemsize
     depth = len(extents)
-    row_strides = np.cumprod(np.concatenate([[1], access.shape[:0:-1]]))[::-1]
+    row_strides = np.cumprod(np.concatenate([[1], access.shape[:0:-1]]))[::-1][: len(access.shape)]
     strides = row_strides @ access.coefficients
     moving = np.flatnonzero((strides != 0) & (extents > 1))
     move_stride = float(strides[moving[-1]]) if len(moving) else 0.0
@@ -244,10 +244,10 @@ def _access_features(
     lines = float(np.prod(extents[moving])) * line_share if len(moving) else 1.0
     unique_lines = max(1.0, curve[-1] / CACHE_LINE * max(line_share, size / CACHE_LINE))
     still = np.flatnonzero((strides == 0) & (extents > 1))
-    reuse = [0.0, 0.0, 0.0]
+    reuse = [0.0, 0.0, 0.0, 0.0]
     if len(still):
         inside = depth - 1 - int(still[-1])
-        reuse = [float(extents[still[-1]]), runs[inside], touched[inside]]
+        reuse = [float(extents[still[-1]]), runs[inside], touched[inside], curve[inside]]
     features = [
         float(access.allocated),
         float(access.buffer.scope == "local"),

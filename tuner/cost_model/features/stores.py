@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -74,8 +75,8 @@ class StoreNest:
     (a loop that only walks a reduction, around a reduction's init, counts as extent
     1: the init runs once per output); ``loads`` are the accesses of each other
     buffer the value reads, ``reads_itself`` whether it reads the stored buffer too
-    (an accumulation); ``index_exprs`` the integer expressions that address the
-    store: its indices and the bindings of its block's variables."""
+    (an accumulation); ``nodes`` every node of the stored value, of the indices
+    and of the bindings of the block's variables (the operations it runs)."""
 
     store: BufferStore
     extents: np.ndarray
@@ -84,7 +85,7 @@ class StoreNest:
     loads: tuple[Access, ...]
     reads_itself: bool
     loops: tuple[For, ...]
-    index_exprs: tuple[E.PrimExpr, ...]
+    nodes: tuple[Node, ...]
 
     @property
     def iterations(self) -> int:
@@ -170,9 +171,12 @@ class _Walk:
             dtype=np.int64,
         )
         width = len(loops)
+        nodes = subexpressions(store.value)
         loads: dict[Buffer, Access] = {}
         reads_itself = False
-        for load in _loads(store.value):
+        for load in nodes:
+            if not isinstance(load, E.BufferLoad):
+                continue
             if load.buffer is store.buffer:
                 reads_itself = True
             elif load.buffer not in loads:
@@ -185,7 +189,9 @@ class _Walk:
             loads=tuple(loads.values()),
             reads_itself=reads_itself,
             loops=loops,
-            index_exprs=(*store.indices, *self.bindings),
+            nodes=tuple(
+                chain(nodes, *(subexpressions(e) for e in (*store.indices, *self.bindings)))
+            ),
         )
 
     def access(self, buffer: Buffer, indices: tuple[E.PrimExpr, ...], width: int) -> Access:
@@ -255,10 +261,6 @@ def subexpressions(expr: Node) -> list[Node]:
         elif not isinstance(node, (E.Var, E.IntImm, E.FloatImm)):
             stack.extend(reversed(children(node)))
     return found
-
-
-def _loads(value: Node) -> list[E.BufferLoad]:
-    return [node for node in subexpressions(value) if isinstance(node, E.BufferLoad)]
 
 
 def _extent(loop: For) -> int:
