@@ -4,9 +4,9 @@
 annealing of the model-based search scores thousands of points with);
 ``program`` reads per-store features (operations by kind, loop annotations,
 bytes, cache lines, strides, reuse, arithmetic intensity) of the scheduled
-program, without lowering it: well under a millisecond a row once the candidate
-is made, which a search does anyway, and comparable across spaces and
-workloads, so it suits an evolutionary search over generated spaces;
+program without lowering it: under a millisecond a row on top of making the
+point's candidate, and comparable across spaces and workloads, which suits a
+search that makes its candidates anyway (evolution over a generated space);
 ``loop_nest`` reads the hot store of the lowered loop nest (about 20 ms a row
 with the lowering); ``combined`` is decision and loop-nest features side by side.
 """
