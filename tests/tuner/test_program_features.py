@@ -1,4 +1,5 @@
-"""Program features: one fixed-width row per scheduled program, read from its stores."""
+"""Program features: one fixed-width row per scheduled program, read from its stores,
+that rank real measurements (the recorded fixture) well enough to steer a search."""
 
 from __future__ import annotations
 
@@ -12,16 +13,23 @@ from replay_measurements import (
     sometimes_illegal_space,
     synthetic_seconds,
 )
+from tuning_fixture import recorded_workloads
 
 from compiler import te
 from compiler.ir.function import PrimFunc
 from compiler.schedule import Schedule
-from tuner import search
+from tuner import cost_model, search
 from tuner.cost_model import features
 from tuner.cost_model.features.program import FEATURE_NAMES, WIDTH, program_features
+from tuner.search.model_based import _log_targets
 from tuner.space import Decisions
 
 COLUMN = {name: k for k, name in enumerate(FEATURE_NAMES)}
+TRAIN_SHARE = 0.7
+# Held-out pairwise accuracy the model must reach on the fixture: 0.773 measured
+# (matmul 0.87, conv2d 0.64; loop-nest features 0.755 on the same split). The
+# goal is 0.8; this bound keeps what the features reach from slipping back.
+MIN_ACCURACY = 0.75
 
 
 def _value(row: np.ndarray, name: str) -> float:
@@ -119,6 +127,44 @@ def test_a_cache_write_allocation_has_the_size_of_its_tile() -> None:
     assert _value(row, "allocations") == 1
     assert _value(row, "allocated_bytes") == 4 * 8 * 4
     assert _value(row, "hot.buffer0_local") == 1
+
+
+def _pair_accuracy(predicted: np.ndarray, measured: np.ndarray) -> tuple[int, int]:
+    """Pairs of different measured values ordered the same way by the prediction, and
+    all such pairs."""
+    upper = np.triu_indices(len(measured), k=1)
+    truth = np.sign(measured[:, None] - measured[None, :])[upper]
+    guess = np.sign(predicted[:, None] - predicted[None, :])[upper]
+    compared = truth != 0
+    return int((truth == guess)[compared].sum()), int(compared.sum())
+
+
+def test_xgboost_on_program_features_ranks_held_out_records() -> None:
+    """Trained on 70 % of each recorded workload (the model-based search's targets),
+    the model orders the pairs of the other 30 % of successful measurements."""
+    extractor = features.create("program")
+    rng = np.random.default_rng(0)
+    train_rows, train_targets, held_out = [], [], []
+    for workload in recorded_workloads():
+        rows = extractor.transform(workload.space, workload.points)
+        order = rng.permutation(len(rows))
+        cut = int(TRAIN_SHARE * len(rows))
+        train, test = order[:cut], order[cut:]
+        train_rows.append(rows[train])
+        train_targets.append(_log_targets(workload.throughputs[train]))
+        ok = test[workload.throughputs[test] > 0]
+        held_out.append((workload.name, rows[ok], workload.throughputs[ok]))
+    model = cost_model.create("xgb", random_state=0)
+    model.fit(np.concatenate(train_rows), np.concatenate(train_targets))
+    agreed = compared = 0
+    for name, rows, throughputs in held_out:
+        right, pairs = _pair_accuracy(model.predict(rows), throughputs)
+        print(f"\n{name}: pairwise ranking accuracy {right / pairs:.3f} over {pairs} pairs")
+        agreed += right
+        compared += pairs
+    accuracy = agreed / compared
+    print(f"program features, held-out pairwise ranking accuracy: {accuracy:.3f}")
+    assert accuracy >= MIN_ACCURACY
 
 
 def test_model_based_search_runs_on_program_features() -> None:
