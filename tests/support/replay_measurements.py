@@ -68,6 +68,18 @@ def small_space(m: int = 24, n: int = 32, k: int = 8) -> TemplateSpace:
     return made
 
 
+def _parallel_k(cfg: ConfigEntity, sch: Schedule) -> None:
+    cfg.define_knob("parallel_k", [False, True])
+    if cfg["parallel_k"].val:
+        sch.parallel(sch.get_loops(sch.get_block("C"))[2])
+
+
+def sometimes_illegal_space() -> TemplateSpace:
+    """Two points of an 8x8x4 matmul: the first legal, the second illegal (it makes
+    the reduction loop parallel), to test what illegal decisions become."""
+    return TemplateSpace(small_matmul(8, 8, 4), Template("parallel_k", _parallel_k, ("C",)))
+
+
 def small_schedule(sch: Schedule) -> None:
     """Tiles of i and j drawn by ``sample_perfect_tile``, and a flag drawn by
     ``sample_categorical`` that the trace records (a choice the search must make)."""

@@ -6,12 +6,17 @@ import random
 
 import numpy as np
 import pytest
-from replay_measurements import small_matmul, small_space, small_trace_space, synthetic_seconds
+from replay_measurements import (
+    small_space,
+    small_trace_space,
+    sometimes_illegal_space,
+    synthetic_seconds,
+)
 
 from tuner import cost_model
 from tuner.cost_model import CostModelError, features
 from tuner.cost_model.features.loop_nest import WIDTH, function_features
-from tuner.space import Decisions, Template, TemplateSpace
+from tuner.space import Decisions
 
 MODEL_KINDS = sorted(cost_model.KINDS)
 
@@ -138,13 +143,7 @@ def test_loop_nest_features_see_vectors_and_tiles() -> None:
 
 
 def test_loop_nest_features_mark_illegal_points_missing() -> None:
-    def sometimes_illegal(cfg, sch):  # type: ignore[no-untyped-def]
-        cfg.define_knob("parallel_k", [False, True])
-        if cfg["parallel_k"].val:
-            sch.parallel(sch.get_loops(sch.get_block("C"))[2])
-
-    template = Template("t", sometimes_illegal, ("C",))
-    space = TemplateSpace(small_matmul(8, 8, 4), template)
+    space = sometimes_illegal_space()
     rows = features.create("loop_nest").transform(
         space, [space.decisions_at(0), space.decisions_at(1)]
     )

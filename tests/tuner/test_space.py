@@ -8,7 +8,7 @@ import random
 
 import numpy as np
 import pytest
-from replay_measurements import SMALL_TEMPLATE, small_matmul, small_space
+from replay_measurements import SMALL_TEMPLATE, small_matmul, small_space, sometimes_illegal_space
 
 import compiler
 from compiler.schedule import Schedule, ScheduleError, Trace
@@ -160,12 +160,7 @@ def test_a_knob_defined_twice_is_an_error() -> None:
 
 
 def test_illegal_decisions_raise_schedule_error_and_are_remembered() -> None:
-    def bad(cfg, sch):  # type: ignore[no-untyped-def]
-        cfg.define_knob("parallel_k", [False, True])
-        if cfg["parallel_k"].val:
-            sch.parallel(sch.get_loops(sch.get_block("C"))[2])
-
-    space = TemplateSpace(small_matmul(8, 8, 4), Template("bad", bad, ("C",)))
+    space = sometimes_illegal_space()
     space.candidate(space.decisions_at(0))
     for _ in range(2):
         with pytest.raises(ScheduleError, match="reduce variable"):

@@ -1,0 +1,94 @@
+"""Milliseconds per point of each feature kind, on the template spaces of GEMM 256^3
+and conv2d NCHW 1x16x28x28 (32 3x3 filters, pad 1).
+
+    python benchmarks/feature_speed.py --points 60
+
+Per workload it prints the time to make a point's candidate (the replay a search
+pays for every point it proposes, whatever it scores them with) and then, per
+feature kind, the time of a row on top of that, with fresh caches. Times are the
+CPU time of this process, which other work on a shared machine disturbs less than
+the wall clock. ``--profile KIND`` prints cProfile's top functions instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import random
+import sys
+import time
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if sys.path and os.path.abspath(sys.path[0] or os.curdir) == _HERE:
+    del sys.path[0]  # run as a script, this file would shadow the packages it measures
+
+from compiler.schedule.replay import REPLAYS  # noqa: E402
+from tuner import space as spaces  # noqa: E402
+from tuner.cost_model import features  # noqa: E402
+from tuner.space import Decisions, Space  # noqa: E402
+from tuner.task import TuneTask  # noqa: E402
+
+WORKLOADS = {
+    "gemm_256": {"op": "matmul", "args": {"m": 256, "n": 256, "k": 256}},
+    "conv2d_16x28x28_k3": {
+        "op": "conv2d_nchw",
+        "args": {
+            "batch": 1,
+            "in_channels": 16,
+            "height": 28,
+            "width": 28,
+            "out_channels": 32,
+            "kernel": 3,
+            "padding": 1,
+        },
+    },
+}
+KINDS = ("loop_nest", "program")
+
+
+def legal_points(space: Space, count: int, seed: int) -> list[Decisions]:
+    rng = random.Random(seed)
+    return [space.sample(rng).decisions for _ in range(count)]
+
+
+def milliseconds_per_point(task: TuneTask, points: list[Decisions], kind: str | None) -> float:
+    """Candidates made afresh (a new space, an empty replay cache), then rows of
+    ``kind`` (None: the candidates alone)."""
+    REPLAYS.clear()
+    space = spaces.space_for(task.func, target=task.target)
+    extractor = features.create(kind) if kind is not None else None
+    start = time.process_time()
+    for point in points:
+        space.candidate(point)
+    made = time.process_time()
+    if extractor is not None:
+        extractor.transform(space, points)
+    end = time.process_time()
+    return 1e3 * ((end - made) if extractor is not None else (made - start)) / len(points)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--points", type=int, default=60)
+    parser.add_argument("--profile", choices=KINDS)
+    args = parser.parse_args()
+    for name, spec in WORKLOADS.items():
+        task = TuneTask.from_spec(spec)
+        space = spaces.space_for(task.func, target=task.target)
+        points = legal_points(space, args.points, seed=0)
+        if args.profile:
+            profile = cProfile.Profile()
+            profile.runcall(milliseconds_per_point, task, points, args.profile)
+            print(f"# {name}, {args.profile}")
+            pstats.Stats(profile).sort_stats("cumulative").print_stats(25)
+            continue
+        candidate_ms = milliseconds_per_point(task, points, None)
+        rows = {kind: milliseconds_per_point(task, points, kind) for kind in KINDS}
+        parts = ", ".join(f"{kind} {ms:.2f} ms" for kind, ms in rows.items())
+        print(f"{name}: candidate {candidate_ms:.2f} ms/point; features on top: {parts}")
+
+
+if __name__ == "__main__":
+    main()
