@@ -149,8 +149,8 @@ def test_options_are_checked_and_the_features_default_is_one_constant() -> None:
     space = small_space()
     strategy = search.create("evolutionary", space=space, max_trials=4)
     assert isinstance(strategy, EvolutionarySearch)
-    assert type(strategy.extractor).__name__ == "LoopNestFeatures"
-    assert evolutionary.DEFAULT_FEATURES == "loop_nest"
+    assert type(strategy.extractor).__name__ == "ProgramFeatures"
+    assert evolutionary.DEFAULT_FEATURES == "program"
     with pytest.raises(SearchError, match="population_size must be an int >= 1, got 0"):
         search.create("evolutionary", space=space, max_trials=4, population_size=0)
     with pytest.raises(SearchError, match="generations must be an int >= 0"):

@@ -21,7 +21,7 @@ from compiler.schedule import Schedule
 from tuner import cost_model, search
 from tuner.cost_model import features
 from tuner.cost_model.features.program import FEATURE_NAMES, WIDTH, program_features
-from tuner.search.model_based import _log_targets
+from tuner.search.model_guided import log_targets
 from tuner.space import Decisions
 
 COLUMN = {name: k for k, name in enumerate(FEATURE_NAMES)}
@@ -151,7 +151,7 @@ def test_xgboost_on_program_features_ranks_held_out_records() -> None:
         cut = int(TRAIN_SHARE * len(rows))
         train, test = order[:cut], order[cut:]
         train_rows.append(rows[train])
-        train_targets.append(_log_targets(workload.throughputs[train]))
+        train_targets.append(log_targets(workload.throughputs[train]))
         ok = test[workload.throughputs[test] > 0]
         held_out.append((workload.name, rows[ok], workload.throughputs[ok]))
     model = cost_model.create("xgb", random_state=0)
