@@ -13,8 +13,9 @@ with a ``ScheduleError``, any move that could change what the program computes.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from compiler.arith import (
     Interval,
@@ -181,20 +182,28 @@ def sample_compute_location(
     rng: random.Random, func: PrimFunc, block: Block, decision: int | None
 ) -> tuple[int, For | None]:
     """Pick where to compute ``block``: -1 stays at the root, -2 inlines it (offered
-    only when inlining is legal), ``k >= 0`` the k-th loop where compute_at is legal."""
-    loops = compute_at_candidates(func, block)
-    choices = _choices(func, block, loops)
+    only when inlining is legal), ``k >= 0`` the k-th loop where compute_at is legal.
+    A given decision checks only what it needs (trying compute_at at every loop is
+    what makes replaying such a trace slow): the root nothing, inlining its legality,
+    the k-th loop the loops up to it."""
     if decision is None:
-        index = rng.choice(choices)
-    elif decision in choices:
-        index = decision
-    else:
-        raise ScheduleError(
-            f"sample_compute_location of block {block.name!r}: decision {decision} is not "
-            f"one of the legal locations {choices} (-1 root, -2 inline, k the k-th loop of "
-            f"{[loop.loop_var.name for loop in loops]})"
-        )
-    return index, (loops[index] if index >= 0 else None)
+        loops = compute_at_candidates(func, block)
+        index = rng.choice(_choices(func, block, loops))
+        return index, (loops[index] if index >= 0 else None)
+    if decision == -1:
+        return decision, None
+    if decision == -2 and _inlinable(func, block):
+        return decision, None
+    if isinstance(decision, int) and decision >= 0:
+        found = list(itertools.islice(_legal_loops(func, block), decision + 1))
+        if len(found) == decision + 1:
+            return decision, found[decision]
+    loops = compute_at_candidates(func, block)
+    raise ScheduleError(
+        f"sample_compute_location of block {block.name!r}: decision {decision} is not "
+        f"one of the legal locations {_choices(func, block, loops)} (-1 root, -2 inline, k "
+        f"the k-th loop of {[loop.loop_var.name for loop in loops]})"
+    )
 
 
 def compute_location_choices(func: PrimFunc, block: Block) -> list[int]:
@@ -209,14 +218,16 @@ def _choices(func: PrimFunc, block: Block, loops: list[For]) -> list[int]:
 
 def compute_at_candidates(func: PrimFunc, block: Block) -> list[For]:
     """Every loop, outermost first, that ``block`` can be computed at."""
-    legal: list[For] = []
+    return list(_legal_loops(func, block))
+
+
+def _legal_loops(func: PrimFunc, block: Block) -> Iterator[For]:
     for loop in ProgramTree(func.body).loops():
         try:
             compute_at(func, block, loop, preserve_unit_loops=True)
         except ScheduleError:
             continue
-        legal.append(loop)
-    return legal
+        yield loop
 
 
 def _inlinable(func: PrimFunc, block: Block) -> bool:
