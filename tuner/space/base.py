@@ -31,8 +31,10 @@ from compiler.schedule.replay import REPLAYS, ScheduledProgram
 from compiler.workload.flops import flop_count
 from compiler.workload.key import workload_key
 
-# Draws ``sample`` makes before it gives up on finding a legal candidate.
-SAMPLE_ATTEMPTS = 64
+# Draws ``sample`` makes before it gives up on finding a legal candidate. A generated
+# space's sampled vector and parallel sizes fit only some tilings (a full sum has no
+# spatial loop to vectorize), so as few as one draw in ten may be legal there.
+SAMPLE_ATTEMPTS = 256
 # Candidates (or the ScheduleError) of this many points are kept per space, so that
 # a search that proposes and a model that featurizes one point schedule it once.
 CANDIDATE_CACHE_SIZE = 8192
