@@ -30,21 +30,9 @@ from tuner.cost_model import features  # noqa: E402
 from tuner.space import Decisions, Space  # noqa: E402
 from tuner.task import TuneTask  # noqa: E402
 
-WORKLOADS = {
-    "gemm_256": {"op": "matmul", "args": {"m": 256, "n": 256, "k": 256}},
-    "conv2d_16x28x28_k3": {
-        "op": "conv2d_nchw",
-        "args": {
-            "batch": 1,
-            "in_channels": 16,
-            "height": 28,
-            "width": 28,
-            "out_channels": 32,
-            "kernel": 3,
-            "padding": 1,
-        },
-    },
-}
+sys.path.append(_HERE)  # the packages are imported: now the sibling modules can be
+from record_cost_model_fixture import WORKLOADS  # noqa: E402  (the fixture's workloads)
+
 KINDS = ("loop_nest", "program")
 
 
@@ -74,7 +62,8 @@ def main() -> None:
     parser.add_argument("--points", type=int, default=60)
     parser.add_argument("--profile", choices=KINDS)
     args = parser.parse_args()
-    for name, spec in WORKLOADS.items():
+    for spec in WORKLOADS:
+        name = spec["op"]
         task = TuneTask.from_spec(spec)
         space = spaces.space_for(task.func, target=task.target)
         points = legal_points(space, args.points, seed=0)
