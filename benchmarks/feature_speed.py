@@ -1,7 +1,8 @@
 """Milliseconds per point of each feature kind, on the template spaces of GEMM 256^3
-and conv2d NCHW 1x16x28x28 (32 3x3 filters, pad 1).
+and conv2d NCHW 1x16x28x28 (32 3x3 filters, pad 1), or on their generated spaces.
 
     python benchmarks/feature_speed.py --points 60
+    python benchmarks/feature_speed.py --space generated
 
 Per workload it prints the time to make a point's candidate (the replay a search
 pays for every point it proposes, whatever it scores them with) and then, per
@@ -25,9 +26,9 @@ if sys.path and os.path.abspath(sys.path[0] or os.curdir) == _HERE:
     del sys.path[0]  # run as a script, this file would shadow the packages it measures
 
 from compiler.schedule.replay import REPLAYS  # noqa: E402
-from tuner import space as spaces  # noqa: E402
 from tuner.cost_model import features  # noqa: E402
 from tuner.space import Decisions, Space  # noqa: E402
+from tuner.space_choice import choose_space  # noqa: E402
 from tuner.task import TuneTask  # noqa: E402
 
 sys.path.append(_HERE)  # the packages are imported: now the sibling modules can be
@@ -41,11 +42,13 @@ def legal_points(space: Space, count: int, seed: int) -> list[Decisions]:
     return [space.sample(rng).decisions for _ in range(count)]
 
 
-def milliseconds_per_point(task: TuneTask, points: list[Decisions], kind: str | None) -> float:
+def milliseconds_per_point(
+    task: TuneTask, space_kind: str, points: list[Decisions], kind: str | None
+) -> float:
     """Candidates made afresh (a new space, an empty replay cache), then rows of
     ``kind`` (None: the candidates alone)."""
     REPLAYS.clear()
-    space = spaces.space_for(task.func, target=task.target)
+    space = choose_space(space_kind, task.func, target=task.target)
     extractor = features.create(kind) if kind is not None else None
     start = time.process_time()
     for point in points:
@@ -61,20 +64,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--points", type=int, default=60)
     parser.add_argument("--profile", choices=KINDS)
+    parser.add_argument("--space", choices=("template", "generated"), default="template")
     args = parser.parse_args()
     for spec in WORKLOADS:
         name = spec["op"]
         task = TuneTask.from_spec(spec)
-        space = spaces.space_for(task.func, target=task.target)
+        space = choose_space(args.space, task.func, target=task.target)
         points = legal_points(space, args.points, seed=0)
         if args.profile:
             profile = cProfile.Profile()
-            profile.runcall(milliseconds_per_point, task, points, args.profile)
+            profile.runcall(milliseconds_per_point, task, args.space, points, args.profile)
             print(f"# {name}, {args.profile}")
             pstats.Stats(profile).sort_stats("cumulative").print_stats(25)
             continue
-        candidate_ms = milliseconds_per_point(task, points, None)
-        rows = {kind: milliseconds_per_point(task, points, kind) for kind in KINDS}
+        candidate_ms = milliseconds_per_point(task, args.space, points, None)
+        rows = {kind: milliseconds_per_point(task, args.space, points, kind) for kind in KINDS}
         parts = ", ".join(f"{kind} {ms:.2f} ms" for kind, ms in rows.items())
         print(f"{name}: candidate {candidate_ms:.2f} ms/point; features on top: {parts}")
 

@@ -51,6 +51,8 @@ RECORD_PAGE = 1000
 # taking half a second cost seconds of the run. Ten times leaves every plausible
 # contender fully timed: run-to-run noise is a few percent, not a factor of ten.
 CUTOFF_FACTOR = 10.0
+# Traces of a first batch measured before the rest of it, to give the rest a cutoff.
+SCOUTS = 2
 # The accepted range of each numeric option. A seed reaches numpy and XGBoost, which
 # take an unsigned 32-bit one; the others bound what one run may ask for.
 OPTION_RANGES: dict[str, tuple[int, int]] = {
@@ -299,22 +301,32 @@ class _Loop:
             self.search_seconds += time.monotonic() - start
 
     def measure(self, batch: Sequence[TraceCandidate]) -> list[MeasureResult]:
-        """Measure the batch's new traces, commit their records in one transaction, and
-        return one result per candidate (stored ones from the database). Each is cut
-        ``CUTOFF_FACTOR`` times slower than the best so far, stored records included."""
+        """Measure the batch's new traces, commit their records, and return one result
+        per candidate (stored ones from the database). Each is cut ``CUTOFF_FACTOR``
+        times slower than the best so far, stored records included. While there is no
+        best yet, the first ``SCOUTS`` traces are measured (and committed) on their own,
+        so the rest of the batch has a cutoff: a random schedule can take seconds a call."""
         digests = [c.trace_hash for c in batch]
         fresh = [k for k, digest in enumerate(digests) if digest not in self.known]
+        groups = [fresh]
+        if self.best_seconds is None and len(fresh) > SCOUTS:
+            groups = [fresh[:SCOUTS], fresh[SCOUTS:]]
+        for group in groups:
+            self._measure_new([batch[k] for k in group])
+        return [self.known[digest] for digest in digests]
+
+    def _measure_new(self, traces: Sequence[TraceCandidate]) -> None:
+        """Measure traces not met before and commit their records in one transaction."""
         cutoff = None if self.best_seconds is None else CUTOFF_FACTOR * self.best_seconds
         candidates = [
-            Candidate(self.workload, batch[k].trace_json, self.task.target, self.task.spec, cutoff)
-            for k in fresh
+            Candidate(self.workload, t.trace_json, self.task.target, self.task.spec, cutoff)
+            for t in traces
         ]
         runs = self.workers.measure(candidates) if candidates else []
         self.database.commit_records(to_measurement(run) for run in runs)
-        for k, run in zip(fresh, runs, strict=True):
-            self.known[digests[k]] = MeasureResult(run.seconds, run.error)
+        for trace, run in zip(traces, runs, strict=True):
+            self.known[trace.trace_hash] = MeasureResult(run.seconds, run.error)
         self._count(runs)
-        return [self.known[digest] for digest in digests]
 
     def _count(self, runs: Sequence[RunResult]) -> None:
         for run in runs:

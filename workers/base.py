@@ -66,7 +66,8 @@ class Candidate:
     unscheduled build, after checking that the spec really gives this workload.
 
     ``cutoff_seconds``, when set, lets the runner stop timing after its first timed loop
-    if a call of it took longer: the result then has that one run time. A tuner sets it
+    if a call of it took longer (or not start, when the run that checks the outputs
+    took longer): the result then has that one run time. A tuner sets it
     to a multiple of the best time so far, so a candidate that is clearly slower costs
     one timed loop instead of ``repeat`` of them; its output is checked all the same.
     """

@@ -62,7 +62,9 @@ class Measurer:
 
     def measure(self, build: BuildResult, config: MeasureConfig) -> RunResult:
         """Load the artifact, run it once and check its outputs, then time it (with
-        fewer repeats when the candidate's cutoff or the deadline says so)."""
+        fewer repeats when the candidate's cutoff or the deadline says so; not at all
+        when the checked run already took longer than the cutoff: that run is the
+        measurement)."""
         started = time.monotonic()
         candidate = build.candidate
         if build.artifact is None:
@@ -75,10 +77,16 @@ class Measurer:
         try:
             function = _load(build.artifact.library, build.artifact.function)
             arrays = reference.fresh_arguments()
+            check_started = time.perf_counter()
             function(*arrays)
+            check_seconds = time.perf_counter() - check_started
             mismatch = reference.mismatch(arrays, config.tolerance)
             if mismatch is not None:
                 return self._failed(candidate, ErrorKind.WRONG_RESULT, mismatch)
+            cutoff = candidate.cutoff_seconds
+            if cutoff is not None and check_seconds > cutoff:
+                # Already past the cutoff cold: timing it warm would not make it a contender.
+                return RunResult(candidate, (check_seconds,), 1, worker_host=self.host)
             loops = partial(
                 time_raw,
                 function.raw,

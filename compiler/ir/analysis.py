@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import cast
 
 from compiler.ir.buffer import Buffer
 from compiler.ir.expr import BufferLoad, PrimExpr, Range, Var
-from compiler.ir.node import N, Node, transform, visit
+from compiler.ir.node import N, Node, children, memoized, transform, visit
 from compiler.ir.stmt import Block, BlockRealize, BufferRegion, BufferStore, For
 
 
@@ -48,70 +49,112 @@ def free_vars(node: Node) -> list[Var]:
 
 
 def uses_var(node: Node, var: Var) -> bool:
-    hit = False
+    return node is var or id(var) in _var_ids(node)
 
-    def check(n: Node) -> bool | None:
-        nonlocal hit
-        if n is var:
-            hit = True
-        return not hit
 
-    visit(node, check)
-    return hit
+def _var_ids(node: Node) -> frozenset[int]:
+    """The ids of the variables in ``node``'s subtree, kept on every node of it."""
+    found = node.__dict__.get(_VAR_IDS)
+    if found is not None:
+        return cast(frozenset[int], found)
+    # Post-order without recursion: expression chains can be deeper than Python's stack.
+    stack: list[tuple[Node, bool]] = [(node, False)]
+    while stack:
+        current, expanded = stack.pop()
+        if _VAR_IDS in current.__dict__:
+            continue
+        kids = children(current)
+        if not expanded and kids:
+            stack.append((current, True))
+            stack.extend((kid, False) for kid in kids)
+            continue
+        ids: set[int] = {id(current)} if isinstance(current, Var) else set()
+        for kid in kids:
+            ids.update(kid.__dict__[_VAR_IDS])
+        current.__dict__[_VAR_IDS] = frozenset(ids)
+    return cast(frozenset[int], node.__dict__[_VAR_IDS])
+
+
+_VAR_IDS = "_tensortune_var_ids"
 
 
 def find_loop(root: Node, loop_var: Var) -> For | None:
-    found: list[For] = []
+    return memoized(root, "_tensortune_loops", lambda: _index_loops(root)).get(id(loop_var))
 
-    def check(n: Node) -> bool | None:
-        if isinstance(n, For) and n.loop_var is loop_var:
-            found.append(n)
-            return False
-        return not found
 
-    visit(root, check)
-    return found[0] if found else None
+def _index_loops(root: Node) -> dict[int, For]:
+    """Each loop variable's first loop in pre-order."""
+    loops: dict[int, For] = {}
+
+    def collect(n: Node) -> bool:
+        if isinstance(n, For):
+            loops.setdefault(id(n.loop_var), n)
+        return not isinstance(n, PrimExpr)  # no loop inside an expression
+
+    visit(root, collect)
+    return loops
 
 
 def find_block_realize(root: Node, name: str) -> BlockRealize | None:
-    found: list[BlockRealize] = []
+    if not isinstance(name, str):  # a malformed trace's block name finds no block
+        return None
+    return memoized(root, "_tensortune_realizes", lambda: _index_realizes(root)).get(name)
 
-    def check(n: Node) -> bool | None:
-        if isinstance(n, BlockRealize) and n.block.name == name:
-            found.append(n)
-            return False
-        return not found
 
-    visit(root, check)
-    return found[0] if found else None
+def _index_realizes(root: Node) -> dict[str, BlockRealize]:
+    """Each block name's first realize in pre-order."""
+    realizes: dict[str, BlockRealize] = {}
+
+    def collect(n: Node) -> bool:
+        if isinstance(n, BlockRealize):
+            realizes.setdefault(n.block.name, n)
+        return not isinstance(n, PrimExpr)
+
+    visit(root, collect)
+    return realizes
 
 
 def ancestors_of(root: Node, target: Node) -> list[Node]:
     """The nodes from ``root`` down to ``target``'s parent; empty if ``target`` is
-    ``root``; raises ``LookupError`` if ``target`` is not in the tree."""
+    ``root``; raises ``LookupError`` if ``target`` is not a statement of the tree."""
+    if target is root:
+        return []
+    parents = memoized(root, "_tensortune_parents", lambda: _index_parents(root))
     path: list[Node] = []
-
-    def search(node: Node) -> bool:
-        if node is target:
-            return True
-        from compiler.ir.node import children
-
-        path.append(node)
-        for child in children(node):
-            if search(child):
-                return True
-        path.pop()
-        return False
-
-    if not search(root):
+    current = parents.get(id(target))
+    if current is None:
         raise LookupError("node is not in this tree")
+    while current is not root:
+        path.append(current)
+        current = parents[id(current)]
+    path.append(root)
+    path.reverse()
     return path
+
+
+def _index_parents(root: Node) -> dict[int, Node]:
+    """Each statement's parent (expressions are left out: what is asked about is a
+    loop or a block, and each occurs once in a tree)."""
+    parents: dict[int, Node] = {}
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        for child in children(node):
+            if not isinstance(child, PrimExpr) and id(child) not in parents:
+                parents[id(child)] = node
+                stack.append(child)
+    return parents
 
 
 def block_accesses(block: Block) -> tuple[list[BufferRegion], list[BufferRegion]]:
     """The (reads, writes) of a block, one point region per access in its body and
     init, in the block's own variables. A buffer the block both loads and stores
     (a reduction's accumulator) appears in both lists."""
+    reads, writes = memoized(block, "_tensortune_accesses", lambda: _accesses(block))
+    return list(reads), list(writes)
+
+
+def _accesses(block: Block) -> tuple[tuple[BufferRegion, ...], tuple[BufferRegion, ...]]:
     reads: list[BufferRegion] = []
     writes: list[BufferRegion] = []
 
@@ -130,7 +173,7 @@ def block_accesses(block: Block) -> tuple[list[BufferRegion], list[BufferRegion]
     for part in (block.init, block.body):
         if part is not None:
             visit(part, collect)
-    return reads, writes
+    return tuple(reads), tuple(writes)
 
 
 def buffers_read(node: Node) -> list[Buffer]:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar, cast
 
 N = TypeVar("N", bound="Node")
+T = TypeVar("T")
 
 
 class Node:
@@ -37,26 +38,67 @@ _FIELD_CACHE: dict[type, list[str]] = {}
 
 def children(node: Node) -> list[Node]:
     """The direct child nodes of ``node``, in field order."""
-    if node.is_leaf:
-        return []
+    return list(_children(node))
+
+
+def _children(node: Node) -> tuple[Node, ...]:
+    """The direct child nodes, kept on the node: nodes are frozen, and schedules walk
+    the same subtrees over and over (a replayed candidate shares most of its tree with
+    the states before it)."""
+    found = node.__dict__.get(_CHILDREN)
+    if found is not None:
+        return cast(tuple[Node, ...], found)
     out: list[Node] = []
+    if not node.is_leaf:
+        for name in _child_fields(node):
+            value = getattr(node, name)
+            if isinstance(value, Node):
+                out.append(value)
+            elif isinstance(value, tuple):
+                out.extend(v for v in value if isinstance(v, Node))
+    found = tuple(out)
+    node.__dict__[_CHILDREN] = found
+    return found
+
+
+_CHILDREN = "_tensortune_children"
+
+
+def memoized(node: Node, key: str, compute: Callable[[], T]) -> T:
+    """``compute()``, kept on ``node`` under ``key``: a node never changes, so neither
+    does anything computed from its subtree alone."""
+    cache = node.__dict__
+    if key in cache:
+        return cast(T, cache[key])
+    value = compute()
+    cache[key] = value
+    return value
+
+
+def replace_child(node: N, old: Node, new: Node) -> N:
+    """``node`` with its direct child ``old`` (by identity) replaced by ``new``."""
+    changes: dict[str, Any] = {}
     for name in _child_fields(node):
         value = getattr(node, name)
-        if isinstance(value, Node):
-            out.append(value)
-        elif isinstance(value, tuple):
-            out.extend(v for v in value if isinstance(v, Node))
-    return out
+        if value is old:
+            changes[name] = new
+        elif isinstance(value, tuple) and any(v is old for v in value):
+            changes[name] = tuple(new if v is old else v for v in value)
+    if not changes:
+        raise LookupError(f"{type(old).__name__} is not a child of this {type(node).__name__}")
+    return dataclasses.replace(node, **changes)
 
 
 def visit(node: Node, fn: Callable[[Node], bool | None]) -> None:
     """Call ``fn`` on every node in pre-order; a ``False`` return skips that subtree."""
     stack = [node]
+    pop = stack.pop
+    extend = stack.extend
     while stack:
-        current = stack.pop()
+        current = pop()
         if fn(current) is False:
             continue
-        stack.extend(reversed(children(current)))
+        extend(reversed(_children(current)))
 
 
 def transform(node: N, fn: Callable[[Node], Node | None]) -> N:

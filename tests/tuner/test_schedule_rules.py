@@ -82,7 +82,8 @@ def test_auto_inline_leaves_a_producer_of_a_reduction_alone() -> None:
 def test_the_tiling_of_a_matmul_runs_ssrsrs() -> None:
     func, _ = workload("matmul")
     forks = apply(MultiLevelTiling(), Schedule(func), "T_matmul")
-    assert len(forks) == 3  # plain, accumulator written back after level 1 or 2
+    # plain, accumulator written back after level 1 or 2, and each of those with B packed
+    assert len(forks) == 5
     plain = forks[0].mod["main"]
     names = [lp.loop_var.name for lp in P.loops_above(plain, "T_matmul")]
     assert names == ["i_0", "j_0", "i_1", "j_1", "k_0", "i_2", "j_2", "k_1", "i_3", "j_3"]
@@ -94,9 +95,19 @@ def test_the_tiling_of_a_matmul_runs_ssrsrs() -> None:
         assert '"local"' in cached.mod["main"].script()
 
 
+def test_the_tiling_packs_the_operand_read_as_vectors_at_level_1() -> None:
+    func, _ = workload("matmul")
+    forks = apply(MultiLevelTiling(), Schedule(func), "T_matmul")
+    for packed in forks[3:]:
+        main = packed.mod["main"]
+        assert P.block_names(main)[0] == "B_global"  # B[k, j]: read as vectors along j
+        loops = [lp.loop_var.name for lp in P.loops_above(main, "B_global")]
+        assert loops[:2] == ["i_0", "j_0"] and "i_1" not in loops  # reused by the rows
+
+
 def test_the_tiling_forks_over_where_an_epilogue_runs() -> None:
     forks = apply(MultiLevelTiling(), Schedule(mm_relu(16, 24, 32)), "Y")
-    assert len(forks) == 5
+    assert len(forks) == 7  # plain, 2 accumulators, 2 epilogue places, 2 packed
     fused = forks[3].mod["main"]
     assert P.loops_above(fused, "C")[0] is P.loops_above(fused, "Y")[0]
 

@@ -13,7 +13,7 @@ from quick_measure import QUICK
 from db import Database, Purpose, SQLDatabase
 from tuner.progress import Progress
 from tuner.task import TuneTask
-from tuner.tune import CUTOFF_FACTOR, TuneOptions, TuneResult, format_table, tune
+from tuner.tune import CUTOFF_FACTOR, SCOUTS, TuneOptions, TuneResult, format_table, tune
 from workers import BuildResult, Candidate, Runner, RunResult, Workers
 
 SPEC = {"op": "matmul", "args": {"m": 40, "n": 56, "k": 24}}
@@ -97,9 +97,11 @@ def _cutoffs(batch: Sequence[RunResult]) -> set[float | None]:
 def test_each_batch_is_cut_at_ten_times_the_best_so_far_and_retiming_never(task, database, backend):
     recording = _Recording(backend.builder, backend.runner)
     tune(task, database=database, workers=recording, options=_options(16, "random"))
-    first, second, retiming = recording.batches
-    assert _cutoffs(first) == {None} and _cutoffs(retiming) == {None}
-    best = min(run.seconds for run in first if run.seconds is not None)
+    scouts, first, second, retiming = recording.batches
+    assert len(scouts) == SCOUTS and _cutoffs(scouts) == {None} and _cutoffs(retiming) == {None}
+    best = min(run.seconds for run in scouts if run.seconds is not None)
+    assert _cutoffs(first) == {CUTOFF_FACTOR * best}
+    best = min(run.seconds for run in scouts + first if run.seconds is not None)
     assert _cutoffs(second) == {CUTOFF_FACTOR * best}
     stored = database.records(task.workload_key, task.target, purpose=Purpose.SEARCH)
     best_stored = min(r.seconds for r in stored if r.seconds is not None)
@@ -148,7 +150,7 @@ class _CtrlCDuringBatch(Runner):
 
 
 def test_ctrl_c_between_batches_keeps_the_committed_ones(task, database, backend):
-    progress = _InterruptAt(64, after=2)
+    progress = _InterruptAt(64, after=3)  # the first batch's scouts, its rest, a second batch
     result = tune(task, database=database, workers=backend, options=_options(64), progress=progress)
     assert result.interrupted and result.measured == 16
     assert _check_no_repeats(database, task) == 16
@@ -159,7 +161,8 @@ def test_ctrl_c_between_batches_keeps_the_committed_ones(task, database, backend
 
 
 def test_ctrl_c_during_a_batch_drops_only_that_batch(task, database, backend):
-    interrupted = Workers(backend.builder, _CtrlCDuringBatch(backend.runner, batch=2))
+    # Runner batches: the first batch's scouts, its rest, then the second batch.
+    interrupted = Workers(backend.builder, _CtrlCDuringBatch(backend.runner, batch=3))
     result = tune(task, database=database, workers=interrupted, options=_options(64))
     assert result.interrupted
     assert result.measured == 8

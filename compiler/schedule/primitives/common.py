@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from compiler.ir.analysis import ancestors_of
+from compiler.ir.analysis import ancestors_of, find_block_realize
 from compiler.ir.expr import IntImm, PrimExpr
 from compiler.ir.function import PrimFunc
-from compiler.ir.node import Node, transform_pre, visit
-from compiler.ir.stmt import Block, BlockRealize, For
+from compiler.ir.node import Node, replace_child, transform_pre, visit
+from compiler.ir.stmt import Block, BlockRealize, For, Stmt
 
 
 def block_names(func: PrimFunc) -> list[str]:
@@ -51,24 +51,24 @@ def child_block_names(node: Block | For) -> list[str]:
 
 
 def _realize(func: PrimFunc, block_name: str) -> BlockRealize:
-    found: list[BlockRealize] = []
-
-    def collect(n: Node) -> bool | None:
-        if isinstance(n, BlockRealize) and n.block.name == block_name:
-            found.append(n)
-            return False
-        return not found
-
-    visit(func.body, collect)
-    if not found:
+    found = find_block_realize(func.body, block_name)
+    if found is None:
         raise LookupError(block_name)
-    return found[0]
+    return found
 
 
 def replace_node(func: PrimFunc, old: Node, new: Node) -> PrimFunc:
-    """``func`` with the node ``old`` (by identity) replaced by ``new``."""
-    body = transform_pre(func.body, lambda n: new if n is old else None)
-    return dataclasses.replace(func, body=body)
+    """``func`` with the node ``old`` (by identity) replaced by ``new``. A statement is
+    replaced along its path from the root, the rest of the tree shared."""
+    if isinstance(old, PrimExpr):
+        body = transform_pre(func.body, lambda n: new if n is old else None)
+        return dataclasses.replace(func, body=body)
+    child, replacement = old, new
+    for parent in reversed(ancestors_of(func.body, old)):
+        replacement = replace_child(parent, child, replacement)
+        child = parent
+    assert isinstance(replacement, Stmt), "a function body is replaced by a statement"
+    return dataclasses.replace(func, body=replacement)
 
 
 def const_int(e: PrimExpr) -> int | None:

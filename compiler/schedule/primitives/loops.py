@@ -245,7 +245,7 @@ def _check_single_iter_kind(loop: For) -> None:
 
     def check(n: Node) -> bool | None:
         if not isinstance(n, BlockRealize):
-            return None
+            return not isinstance(n, PrimExpr)  # no block inside an expression
         kinds = {
             iv.kind
             for iv, value in zip(n.block.iter_vars, n.iter_values, strict=True)

@@ -191,6 +191,34 @@ def has_reuse(sch: Schedule, block: BlockRV) -> bool:
     return missing
 
 
+def packable_reads(sch: Schedule, block: BlockRV) -> list[int]:
+    """The ``cache_read`` indices of the inputs worth packing into a contiguous tile:
+    read as vectors (the last index follows the block's last spatial variable, the
+    one the micro-kernel vectorizes) and reused (some spatial variable is missing
+    from the indices), such as matmul's ``B[k, j]`` or an NCHW convolution's input.
+    Such a tile is read again for every row of the output block, at a stride of the
+    whole input where the copy's stride is the tile's."""
+    realize = realize_of(sch, block)
+    block_node = realize.block
+    spatial = [iv.var for iv in block_node.iter_vars if iv.kind is IterKind.SPATIAL]
+    if not spatial:
+        return []
+    outputs = {id(b) for b in written(block_node)}
+    inputs = [b for b in _reads(block_node) if id(b) not in outputs]
+    packable: set[int] = set()
+
+    def look(n: Node) -> bool | None:
+        if isinstance(n, E.BufferLoad) and id(n.buffer) not in outputs and n.indices:
+            vector_read = uses_var(n.indices[-1], spatial[-1])
+            reused = any(not any(uses_var(i, v) for i in n.indices) for v in spatial)
+            if vector_read and reused:
+                packable.add(id(n.buffer))
+        return None
+
+    visit(block_node.body, look)
+    return [k for k, b in enumerate(inputs) if id(b) in packable]
+
+
 def spatial_work(sch: Schedule, block: BlockRV) -> int:
     """The product of the block's spatial loop extents."""
     loops = loops_of(sch, block)

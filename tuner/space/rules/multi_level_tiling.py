@@ -13,7 +13,12 @@ reduction ``R0`` streams through it, ``S2 R1 S3`` the register micro-kernel with
   (the end of ``S0`` or ``S1``), with an elementwise epilogue (bias, ReLU) folded
   into the write-back, as the GEMM and convolution templates do;
 - the epilogue itself computed after tile level 1 or 2 (``reverse_compute_at``),
-  while the tile it reads is still in cache.
+  while the tile it reads is still in cache;
+- with a local accumulator, each input that the micro-kernel reads as vectors and
+  reuses across output rows (matmul's ``B``, an NCHW convolution's input) packed
+  into a contiguous tile at tile level 1 (``cache_read``), as the GEMM template's
+  packing does: the micro-kernel then streams the tile instead of striding
+  through the whole input.
 
 In each the initialization gets its own nest just outside ``R0``
 (``decompose_reduction``), so the vectorized ``S3`` loop never tests for the
@@ -22,6 +27,7 @@ first reduction step: what the templates found fast in this codegen.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from functools import partial
 
 from compiler.schedule import BlockRV, LoopRV, Schedule
@@ -33,6 +39,7 @@ from tuner.space.rules.analysis import (
     is_injective,
     is_plain_nest,
     loop_kinds,
+    packable_reads,
     realize_of,
 )
 from tuner.space.rules.base import ScheduleRule
@@ -54,12 +61,21 @@ class MultiLevelTiling(ScheduleRule):
         tiled = sch.copy()
         levels, first_reduce = _tile(tiled, block)
         epilogue = _epilogue(tiled, block)
-        moves = [partial(_cache_write, block=block, epilogue=epilogue, at=at) for at in levels]
+        accumulating = _successes(
+            tiled, [partial(_cache_write, block=block, epilogue=epilogue, at=at) for at in levels]
+        )
+        fused = []
         if epilogue is not None:
-            moves += [
-                partial(Schedule.reverse_compute_at, block=epilogue, loop=at) for at in levels
-            ]
-        forks = [tiled, *(f for f in (attempt(tiled, move) for move in moves) if f is not None)]
+            fused = _successes(
+                tiled,
+                [partial(Schedule.reverse_compute_at, block=epilogue, loop=at) for at in levels],
+            )
+        packs = [
+            partial(_pack, block=block, read=read, at=levels[0])
+            for read in packable_reads(tiled, block)
+        ]
+        packed = [f for base in accumulating for f in _successes(base, packs)]
+        forks = [tiled, *accumulating, *fused, *packed]
         split_init = partial(Schedule.decompose_reduction, block=block, loop=first_reduce)
         return [attempt(f, split_init) or f for f in forks]
 
@@ -102,3 +118,13 @@ def _cache_write(sch: Schedule, block: BlockRV, epilogue: BlockRV | None, at: Lo
     if epilogue is not None:
         sch.reverse_compute_inline(epilogue)
     sch.reverse_compute_at(write_back, at)
+
+
+def _successes(sch: Schedule, moves: Sequence[Callable[[Schedule], object]]) -> list[Schedule]:
+    """A copy of ``sch`` after each move the primitives accept."""
+    return [f for f in (attempt(sch, move) for move in moves) if f is not None]
+
+
+def _pack(sch: Schedule, block: BlockRV, read: int, at: LoopRV) -> None:
+    packed = sch.cache_read(block, read, "global")
+    sch.compute_at(packed, at)
