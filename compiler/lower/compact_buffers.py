@@ -23,10 +23,12 @@ from __future__ import annotations
 import dataclasses
 
 from compiler.arith import Interval, bound, const_bound, normalize, simplify
+from compiler.ir.analysis import free_vars, substitute, uses_var
 from compiler.ir.buffer import Buffer
-from compiler.ir.expr import BufferLoad, IntImm, PrimExpr, Range, Var
+from compiler.ir.expr import BufferLoad, Call, IntImm, PrimExpr, Range, Var
 from compiler.ir.function import PrimFunc
-from compiler.ir.node import Node, children, transform, visit
+from compiler.ir.node import Node, children, transform, transform_pre, visit
+from compiler.ir.printer import expr_to_str
 from compiler.ir.stmt import Allocate, BufferStore, For, IfThenElse, SeqStmt, Stmt
 
 Ranges = dict[Var, Range]
@@ -149,10 +151,11 @@ def _access_region(scope: Stmt, buffer: Buffer) -> list[Interval] | None:
     """Per dimension, the union of the bounds of every index of ``buffer`` in
     ``scope`` over the loops inside ``scope``; None when nothing accesses it."""
     region: list[Interval] | None = None
+    outer = _OuterTerms()
 
     def record(indices: tuple[PrimExpr, ...], inner: Ranges) -> None:
         nonlocal region
-        dims = [bound(i, inner) for i in indices]
+        dims = [bound(outer.opaque(i, inner), inner) for i in indices]
         region = dims if region is None else [a.union(b) for a, b in zip(region, dims, strict=True)]
 
     def loads_in(e: Node, inner: Ranges) -> None:
@@ -175,7 +178,59 @@ def _access_region(scope: Stmt, buffer: Buffer) -> list[Interval] | None:
                 loads_in(child, inner)
 
     walk(scope, {})
-    return region
+    return None if region is None else [outer.restore(interval) for interval in region]
+
+
+class _OuterTerms:
+    """Stands in a fresh variable for each term of an index that only loops outside
+    the scope move, such as ``fused % 2 * 28`` of a fused parallel loop: constant in
+    one iteration of the scope, it is an offset of the region, but bounding it would
+    spread the region over every value it takes (``[0, 28]``) and keep the buffer
+    whole. The same term (as printed) gets the same variable everywhere, so the
+    region's ends still subtract; ``restore`` puts the terms back."""
+
+    def __init__(self) -> None:
+        self._atoms: dict[str, Var] = {}
+        self._terms: dict[Var, PrimExpr] = {}
+
+    def opaque(self, index: PrimExpr, inner: Ranges) -> PrimExpr:
+        def replace(n: Node) -> Node | None:
+            if isinstance(n, Var | IntImm) or not isinstance(n, PrimExpr):
+                return None
+            if any(uses_var(n, v) for v in inner) or not _is_arithmetic(n):
+                return None
+            if not free_vars(n):
+                return None
+            key = expr_to_str(n)
+            atom = self._atoms.get(key)
+            if atom is None:
+                atom = Var(f"outer{len(self._atoms)}", n.dtype)
+                self._atoms[key] = atom
+                self._terms[atom] = n
+            return atom
+
+        return transform_pre(index, replace)
+
+    def restore(self, interval: Interval) -> Interval:
+        if not self._terms:
+            return interval
+        low = None if interval.min is None else substitute(interval.min, self._terms)
+        high = None if interval.max is None else substitute(interval.max, self._terms)
+        return Interval(low, high)
+
+
+def _is_arithmetic(e: PrimExpr) -> bool:
+    """Built from variables and constants alone: no load or call, whose value could
+    change inside the scope."""
+    found = True
+
+    def check(n: Node) -> bool:
+        nonlocal found
+        found = found and not isinstance(n, BufferLoad | Call)
+        return found
+
+    visit(e, check)
+    return found
 
 
 def _reindex(scope: Stmt, old: Buffer, new: Buffer, offsets: list[PrimExpr | None]) -> Stmt:
