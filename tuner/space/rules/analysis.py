@@ -7,13 +7,20 @@ import math
 from collections.abc import Callable
 
 from compiler.ir import expr as E
-from compiler.ir.analysis import buffers_read, buffers_written, find_block_realize, uses_var
+from compiler.ir.analysis import (
+    block_accesses,
+    buffers_read,
+    buffers_written,
+    find_block_realize,
+    uses_var,
+)
 from compiler.ir.buffer import Buffer
 from compiler.ir.function import PrimFunc
 from compiler.ir.node import Node, visit
 from compiler.ir.stmt import Block, BlockRealize, For, ForKind, IterKind
 from compiler.schedule import BlockRV, Schedule, ScheduleError
 from compiler.schedule import primitives as P
+from compiler.schedule.primitives.dataflow import reads_of, writes_of
 
 # Intrinsics that cost far more than a multiply-add: a block calling one is not
 # inlined, since every consumer would evaluate it again.
@@ -198,24 +205,21 @@ def packable_reads(sch: Schedule, block: BlockRV) -> list[int]:
     from the indices), such as matmul's ``B[k, j]`` or an NCHW convolution's input.
     Such a tile is read again for every row of the output block, at a stride of the
     whole input where the copy's stride is the tile's."""
-    realize = realize_of(sch, block)
-    block_node = realize.block
+    block_node = realize_of(sch, block).block
     spatial = [iv.var for iv in block_node.iter_vars if iv.kind is IterKind.SPATIAL]
     if not spatial:
         return []
-    outputs = {id(b) for b in written(block_node)}
-    inputs = [b for b in _reads(block_node) if id(b) not in outputs]
+    outputs = {id(b) for b in writes_of(block_node)}
+    inputs = [b for b in reads_of(block_node) if id(b) not in outputs]
     packable: set[int] = set()
-
-    def look(n: Node) -> bool | None:
-        if isinstance(n, E.BufferLoad) and id(n.buffer) not in outputs and n.indices:
-            vector_read = uses_var(n.indices[-1], spatial[-1])
-            reused = any(not any(uses_var(i, v) for i in n.indices) for v in spatial)
-            if vector_read and reused:
-                packable.add(id(n.buffer))
-        return None
-
-    visit(block_node.body, look)
+    for access in block_accesses(block_node)[0]:
+        indices = [r.min for r in access.region]
+        if not indices or id(access.buffer) in outputs:
+            continue
+        vector_read = uses_var(indices[-1], spatial[-1])
+        reused = any(not any(uses_var(i, v) for i in indices) for v in spatial)
+        if vector_read and reused:
+            packable.add(id(access.buffer))
     return [k for k, b in enumerate(inputs) if id(b) in packable]
 
 
