@@ -105,6 +105,15 @@ def test_the_tiling_packs_the_operand_read_as_vectors_at_level_1() -> None:
         assert loops[:2] == ["i_0", "j_0"] and "i_1" not in loops  # reused by the rows
 
 
+def test_the_tiling_packs_a_weight_read_across_its_rows_transposed() -> None:
+    func, _ = workload("dense")  # T_dense[i, j] += X[i, k] * W[j, k]: j is vectorized
+    forks = apply(MultiLevelTiling(), Schedule(func), "T_dense")
+    packed = [f.mod["main"] for f in forks if "W_global" in P.block_names(f.mod["main"])]
+    assert len(packed) == 2
+    for main in packed:
+        assert "W_global[v1, v0] = W[v0, v1]" in main.script()  # laid out k, j
+
+
 def test_the_tiling_forks_over_where_an_epilogue_runs() -> None:
     forks = apply(MultiLevelTiling(), Schedule(mm_relu(16, 24, 32)), "Y")
     assert len(forks) == 7  # plain, 2 accumulators, 2 epilogue places, 2 packed

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from compiler.ir import expr as E
 from compiler.ir.analysis import (
@@ -198,29 +199,49 @@ def has_reuse(sch: Schedule, block: BlockRV) -> bool:
     return missing
 
 
-def packable_reads(sch: Schedule, block: BlockRV) -> list[int]:
-    """The ``cache_read`` indices of the inputs worth packing into a contiguous tile:
-    read as vectors (the last index follows the block's last spatial variable, the
-    one the micro-kernel vectorizes) and reused (some spatial variable is missing
-    from the indices), such as matmul's ``B[k, j]`` or an NCHW convolution's input.
-    Such a tile is read again for every row of the output block, at a stride of the
-    whole input where the copy's stride is the tile's."""
+@dataclass(frozen=True)
+class PackableRead:
+    """An input worth packing: its ``cache_read`` index, and the layout (an index map)
+    that puts the dimension the micro-kernel vectorizes last in the packed tile, or
+    None when it already is last."""
+
+    index: int
+    layout: str | None
+
+
+def packable_reads(sch: Schedule, block: BlockRV) -> list[PackableRead]:
+    """The inputs worth packing into a contiguous tile: read along the block's last
+    spatial variable, the one the micro-kernel vectorizes, and reused (some spatial
+    variable is missing from the indices), such as matmul's ``B[k, j]``, an NCHW
+    convolution's input or dense's weight ``W[j, k]``. Such a tile is read again for
+    every row of the output block, at a stride of the whole input where the copy's
+    stride is the tile's; where the vectorized variable indexes a dimension other
+    than the last (``W[j, k]``), the tile is also transposed so that it does."""
     block_node = realize_of(sch, block).block
     spatial = [iv.var for iv in block_node.iter_vars if iv.kind is IterKind.SPATIAL]
     if not spatial:
         return []
     outputs = {id(b) for b in writes_of(block_node)}
     inputs = [b for b in reads_of(block_node) if id(b) not in outputs]
-    packable: set[int] = set()
+    layouts: dict[int, str | None] = {}
     for access in block_accesses(block_node)[0]:
         indices = [r.min for r in access.region]
         if not indices or id(access.buffer) in outputs:
             continue
-        vector_read = uses_var(indices[-1], spatial[-1])
+        vector_dims = [d for d, i in enumerate(indices) if uses_var(i, spatial[-1])]
         reused = any(not any(uses_var(i, v) for i in indices) for v in spatial)
-        if vector_read and reused:
-            packable.add(id(access.buffer))
-    return [k for k, b in enumerate(inputs) if id(b) in packable]
+        if len(vector_dims) == 1 and reused:
+            layouts[id(access.buffer)] = _last_dim_layout(len(indices), vector_dims[0])
+    return [PackableRead(k, layouts[id(b)]) for k, b in enumerate(inputs) if id(b) in layouts]
+
+
+def _last_dim_layout(ndim: int, dim: int) -> str | None:
+    """The index map that moves dimension ``dim`` of ``ndim`` last; None when it is."""
+    if dim == ndim - 1:
+        return None
+    names = [f"d{k}" for k in range(ndim)]
+    moved = [n for k, n in enumerate(names) if k != dim] + [names[dim]]
+    return f"{', '.join(names)} -> {', '.join(moved)}"
 
 
 def spatial_work(sch: Schedule, block: BlockRV) -> int:

@@ -14,11 +14,14 @@ reduction ``R0`` streams through it, ``S2 R1 S3`` the register micro-kernel with
   into the write-back, as the GEMM and convolution templates do;
 - the epilogue itself computed after tile level 1 or 2 (``reverse_compute_at``),
   while the tile it reads is still in cache;
-- with a local accumulator, each input that the micro-kernel reads as vectors and
-  reuses across output rows (matmul's ``B``, an NCHW convolution's input) packed
-  into a contiguous tile at tile level 1 (``cache_read``), as the GEMM template's
-  packing does: the micro-kernel then streams the tile instead of striding
-  through the whole input.
+- with a local accumulator, each input that the micro-kernel reads along its
+  vectorized loop and reuses across output rows (matmul's ``B``, an NCHW
+  convolution's input, dense's weight ``W[j, k]``) packed into a contiguous tile at
+  tile level 1 (``cache_read``), as the GEMM template's packing does: the
+  micro-kernel then streams the tile instead of striding through the whole input.
+  A tile whose vectorized dimension is not the last is transposed as it is packed
+  (``transform_layout`` of the copy), so that the micro-kernel's vector loads are
+  contiguous.
 
 In each the initialization gets its own nest just outside ``R0``
 (``decompose_reduction``), so the vectorized ``S3`` loop never tests for the
@@ -33,6 +36,7 @@ from functools import partial
 from compiler.schedule import BlockRV, LoopRV, Schedule
 from tuner.space.rules.analysis import (
     SPATIAL,
+    PackableRead,
     attempt,
     consumers,
     has_reuse,
@@ -125,6 +129,8 @@ def _successes(sch: Schedule, moves: Sequence[Callable[[Schedule], object]]) -> 
     return [f for f in (attempt(sch, move) for move in moves) if f is not None]
 
 
-def _pack(sch: Schedule, block: BlockRV, read: int, at: LoopRV) -> None:
-    packed = sch.cache_read(block, read, "global")
-    sch.compute_at(packed, at)
+def _pack(sch: Schedule, block: BlockRV, read: PackableRead, at: LoopRV) -> None:
+    copy = sch.cache_read(block, read.index, "global")
+    sch.compute_at(copy, at)
+    if read.layout is not None:
+        sch.transform_layout(copy, ("write", 0), read.layout)
