@@ -1,10 +1,9 @@
 """The recorded tuning runs of ``tests/fixtures/tuning_records.json.gz``.
 
-Random search over the knob templates of matmul 256^3 and a small conv2d, timed
-once by ``benchmarks/record_cost_model_fixture.py``: data for cost-model tests,
-which never time anything themselves. Its metadata names the machine, the load
-when recording began, and what was dropped (the tail of the conv2d run, measured
-while another job measured on the same machine).
+Random search over the knob templates of matmul 256^3 and a small conv2d, each
+trace re-timed with care by ``benchmarks/record_cost_model_fixture.py``: data for
+cost-model tests, which never time anything themselves. Its metadata names the
+machine, the load when recording began, and how well the timings agree.
 """
 
 from __future__ import annotations

@@ -26,10 +26,11 @@ from tuner.space import Decisions
 
 COLUMN = {name: k for k, name in enumerate(FEATURE_NAMES)}
 TRAIN_SHARE = 0.7
-# Held-out pairwise accuracy the model must reach on the fixture: 0.773 measured
-# (matmul 0.87, conv2d 0.64; loop-nest features 0.755 on the same split). The
-# goal is 0.8; this bound keeps what the features reach from slipping back.
-MIN_ACCURACY = 0.75
+# Held-out pairwise accuracy the model must reach on the fixture: 0.838 measured
+# (matmul 0.78, conv2d 0.89). On a recording whose convolution times were disturbed
+# (0.78 of their pairs ordered as a careful re-timing orders them) the same model
+# reached 0.773: the fixture's times are now re-timed with care.
+MIN_ACCURACY = 0.8
 
 
 def _value(row: np.ndarray, name: str) -> float:
