@@ -54,6 +54,18 @@ def compute_at(
     func: PrimFunc, block: Block, loop: For, preserve_unit_loops: bool = False
 ) -> PrimFunc:
     """Move producer ``block`` (with a new loop nest) to the start of ``loop``'s body."""
+    move, regions = _compute_at_move(func, block, loop, need_regions=True)
+    assert regions is not None
+    return move.install(regions, preserve_unit_loops, at_end=False)
+
+
+def _compute_at_move(
+    func: PrimFunc, block: Block, loop: For, *, need_regions: bool
+) -> tuple[_Move, dict[int, Interval] | None]:
+    """The checked move of compute_at, and the region of the block's output that each
+    iteration of ``loop`` needs, per spatial variable (when ``need_regions`` or the
+    legality check needs it); raises ScheduleError where the move is illegal.
+    Installing the new nest cannot fail after this."""
     move = _Move("compute_at", func, block, loop)
     producer = move.realize
     move.require(move.tree.before(producer, loop), "the block comes after the loop")
@@ -74,16 +86,18 @@ def compute_at(
         written=_reads(producer.block) - {id(buffer)},
         touched=set(),
     )
-    region = move.region(consumers, buffer, reads=True)
-    regions = _spatial_regions(move, buffer, region)
-    if any(p is buffer for p in func.params):
+    is_param = any(p is buffer for p in func.params)
+    if not (need_regions or is_param):
+        return move, None
+    regions = _spatial_regions(move, buffer, move.region(consumers, buffer, reads=True))
+    if is_param:
         move.require(
             _covers_domain(move, regions),
             f"its output {buffer.name!r} is a function parameter, and the parts its consumers "
             "under the loop read do not provably cover it over all iterations, so some "
             "elements would never be written; use reverse_compute_at on its consumer",
         )
-    return move.install(regions, preserve_unit_loops, at_end=False)
+    return move, regions
 
 
 def _covers_domain(move: _Move, regions: dict[int, Interval]) -> bool:
@@ -222,9 +236,10 @@ def compute_at_candidates(func: PrimFunc, block: Block) -> list[For]:
 
 
 def _legal_loops(func: PrimFunc, block: Block) -> Iterator[For]:
+    """The loops compute_at accepts, checked without building each new nest."""
     for loop in ProgramTree(func.body).loops():
         try:
-            compute_at(func, block, loop, preserve_unit_loops=True)
+            _compute_at_move(func, block, loop, need_regions=False)
         except ScheduleError:
             continue
         yield loop
