@@ -1,0 +1,136 @@
+"""The API's routes over one database.
+
+The routes read: the workloads and targets the database knows, a workload's best
+schedules on a target and its records, page by page; ``/healthz`` says whether the
+database answers; a query the database refuses is a 422 that says why. Routes are
+plain functions that FastAPI runs in its thread pool, so one slow query does not
+hold the others; the database opens a connection per call.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
+
+from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi.responses import JSONResponse
+
+from db import Database, DatabaseError, Purpose, RecordError, TuningRecord, WorkloadEntry
+from tuner.service.schemas import BestSchedule, ErrorDetail, Health, Record, Workload
+
+Route = TypeVar("Route", bound=Callable[..., Any])
+
+API_PREFIX = "/v1"
+MAX_BEST = 100
+MAX_PAGE = 1000
+NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorDetail, "description": "no such workload"}
+}
+
+
+def create_app(database: Database) -> FastAPI:
+    """The service's application over ``database`` (which it does not close)."""
+    app = FastAPI(
+        title="tensortune",
+        summary="Tuned schedules of tensor programs: the tuning database over HTTP.",
+        version="1",
+    )
+
+    @app.exception_handler(RecordError)
+    def bad_request(request: Request, err: RecordError) -> JSONResponse:
+        """A query the database refuses (a target it cannot parse, say) is the client's."""
+        return JSONResponse(status_code=422, content={"detail": str(err)})
+
+    @app.get("/healthz", response_model=Health, responses={503: {"model": Health}})
+    def healthz() -> Health | JSONResponse:
+        try:
+            database.count(ok=True)
+        except DatabaseError as err:
+            body = Health(status="unavailable", database=str(err).splitlines()[0])
+            return JSONResponse(status_code=503, content=body.model_dump())
+        return Health(status="ok", database="ok")
+
+    @app.get(f"{API_PREFIX}/workloads", response_model=list[Workload])
+    def workloads() -> list[Workload]:
+        return [_workload(entry) for entry in database.workloads()]
+
+    def of_a_workload(suffix: str, model: Any) -> Callable[[Route], Route]:
+        """The decorator of a GET route under one workload (404 when it is unknown)."""
+        path = f"{API_PREFIX}/workloads/{{key}}{suffix}"
+        return app.get(path, response_model=model, responses=NOT_FOUND)
+
+    @of_a_workload("", Workload)
+    def workload(key: str) -> Workload:
+        return _workload(_entry(database, key))
+
+    @of_a_workload("/targets", list[str])
+    def targets(key: str) -> list[str]:
+        _entry(database, key)
+        return database.targets(key)
+
+    @of_a_workload("/best", list[BestSchedule])
+    def best(
+        key: str,
+        target: Annotated[str, Query(min_length=1, description="compile target")] = "llvm",
+        k: Annotated[int, Query(ge=1, le=MAX_BEST, description="how many")] = 1,
+    ) -> list[BestSchedule]:
+        entry = _entry(database, key)
+        return [_best(record, entry) for record in database.best(key, target, k)]
+
+    @of_a_workload("/records", list[Record])
+    def records(
+        key: str,
+        target: Annotated[str | None, Query(min_length=1)] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+        before_id: Annotated[
+            int | None, Query(ge=1, description="page on: records older than this id")
+        ] = None,
+    ) -> list[Record]:
+        entry = _entry(database, key)
+        page = database.records(key, target, limit=limit, before_id=before_id)
+        return [_record(record, entry) for record in page]
+
+    return app
+
+
+def _entry(database: Database, key: str) -> WorkloadEntry:
+    try:
+        return database.workload(key)
+    except RecordError:
+        raise HTTPException(status_code=404, detail=f"no workload with key {key!r}") from None
+
+
+def _workload(entry: WorkloadEntry) -> Workload:
+    return Workload(key=entry.key, name=entry.name, flop_count=entry.flop_count)
+
+
+def _record(record: TuningRecord, entry: WorkloadEntry) -> Record:
+    seconds = record.seconds
+    gflops = None
+    if seconds and entry.flop_count is not None:
+        gflops = entry.flop_count / seconds / 1e9
+    return Record(
+        id=record.id,
+        workload_key=record.workload_key,
+        target=record.target,
+        trace=json.loads(record.trace),
+        trace_hash=record.trace_hash,
+        purpose=record.purpose.value,
+        seconds=seconds,
+        run_times=list(record.run_times),
+        gflops=gflops,
+        error_kind=None if record.error_kind is None else record.error_kind.value,
+        error=record.error,
+        worker_host=record.worker_host,
+        job_id=record.job_id,
+        created_at=record.created_at,
+    )
+
+
+def _best(record: TuningRecord, entry: WorkloadEntry) -> BestSchedule:
+    return BestSchedule(
+        **_record(record, entry).model_dump(),
+        python="\n".join(record.to_trace().as_python()),
+        retimed=record.purpose is Purpose.RETIME,
+    )

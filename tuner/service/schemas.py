@@ -1,0 +1,50 @@
+"""What the API answers, as pydantic models: they validate each response and make
+the OpenAPI schema that clients (and schema-driven tests) read."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class Health(BaseModel):
+    status: str = Field(description="'ok' when the database answers")
+    database: str
+
+
+class Workload(BaseModel):
+    key: str = Field(description="the hash of the workload's canonical JSON")
+    name: str
+    flop_count: int | None = Field(description="floating-point operations per call")
+
+
+class Record(BaseModel):
+    """One measurement of one trace of a workload on a target."""
+
+    id: int
+    workload_key: str
+    target: str
+    trace: dict[str, Any] = Field(description="the schedule as a trace (JSON)")
+    trace_hash: str
+    purpose: str = Field(description="'search' (measured by a search) or 'retime'")
+    seconds: float | None = Field(description="the run time that ranks it; null on failure")
+    run_times: list[float]
+    gflops: float | None
+    error_kind: str | None
+    error: str | None
+    worker_host: str
+    job_id: int | None
+    created_at: datetime
+
+
+class BestSchedule(Record):
+    """A record among a workload's fastest, with its trace as Python too."""
+
+    python: str = Field(description="the trace as the Python schedule code that replays it")
+    retimed: bool = Field(description="ranked by a careful re-timing, not a search measurement")
+
+
+class ErrorDetail(BaseModel):
+    detail: str
