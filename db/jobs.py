@@ -84,6 +84,30 @@ def existing_job_ids(connection: Connection, job_ids: Collection[int]) -> list[i
     return list(connection.execute(select(JobRow.id).where(JobRow.id.in_(list(job_ids)))).scalars())
 
 
+def claim_job(engine: Engine) -> Job | None:
+    """The oldest queued job, now running, or None when none is queued. Several
+    coordinators may claim at once: the claim moves the job only if it is still
+    queued, so exactly one of them gets it (on PostgreSQL the others also skip the
+    row while it is locked instead of waiting for it)."""
+    with engine.begin() as connection:
+        oldest = (
+            select(JobRow.id)
+            .where(JobRow.status == JobStatus.QUEUED.value)
+            .order_by(JobRow.id)
+            .limit(1)
+            .with_for_update(skip_locked=True)
+        )
+        job_id = connection.execute(oldest).scalar()
+        if job_id is None:
+            return None
+        claimed = connection.execute(
+            update(JobRow)
+            .where(JobRow.id == job_id, JobRow.status == JobStatus.QUEUED.value)
+            .values(status=JobStatus.RUNNING.value, started_at=now())
+        )
+        return load_job(connection, job_id) if claimed.rowcount == 1 else None
+
+
 def set_job_status(engine: Engine, job_id: int, status: JobStatus, error: str | None) -> Job:
     values: dict[str, Any] = {"status": status.value, "error": error}
     if status is JobStatus.RUNNING:

@@ -285,6 +285,11 @@ class SQLDatabase(Database):
         with self._engine.connect() as connection:
             return jobs.load_jobs(connection, status)
 
+    def claim_job(self) -> Job | None:
+        """The oldest queued job, moved to running for the caller alone; None when no
+        job is queued (see ``db.jobs.claim_job``)."""
+        return jobs.claim_job(self._writer)
+
     def set_job_status(self, job_id: int, status: JobStatus, *, error: str | None = None) -> Job:
         """Move a job to ``status``; running stamps its start, a final status its end."""
         return jobs.set_job_status(self._writer, job_id, JobStatus(status), error)

@@ -165,10 +165,12 @@ def tune(
     options: TuneOptions | None = None,
     progress: Progress | None = None,
     space: spaces.Space | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> TuneResult:
     """Tune ``task`` with ``workers``, storing every measurement in ``database``. The
     search is over ``space`` (of the task's workload), by default the template that
-    fits (``options.template`` names another)."""
+    fits (``options.template`` names another). ``should_stop`` is asked after each
+    batch; when it answers True the run ends there ("cancelled"), without re-timing."""
     options = options or TuneOptions()
     start = time.monotonic()
     space = space or spaces.space_for(task.func, target=task.target, template=options.template)
@@ -179,7 +181,7 @@ def tune(
         )
     database.commit_workload(task.func, name=_name(task), flop_count=task.flop_count)
     stored = list(_stored_records(database, task))
-    loop = _Loop(task, database, workers, progress)
+    loop = _Loop(task, database, workers, progress, should_stop)
     restored = _restored_count(space, stored)
     remaining = options.trials - restored
     reason = "budget"
@@ -194,7 +196,7 @@ def tune(
         reason = loop.run(strategy)
     if progress is not None:
         progress.finish()
-    if reason == "interrupted":
+    if reason in ("interrupted", "cancelled"):
         best = _unretimed_best(task, database, options)
     else:
         best, reason = _retime(task, database, workers, options, reason)
@@ -262,9 +264,15 @@ class _Loop:
     """The ask / measure / commit / tell loop and its counters."""
 
     def __init__(
-        self, task: TuneTask, database: Database, workers: Workers, progress: Progress | None
+        self,
+        task: TuneTask,
+        database: Database,
+        workers: Workers,
+        progress: Progress | None,
+        should_stop: Callable[[], bool] | None,
     ) -> None:
         self.task = task
+        self.should_stop = should_stop
         self.database = database
         self.workers = workers
         self.progress = progress
@@ -284,6 +292,8 @@ class _Loop:
             while (batch := self.timed(strategy.generate_measure_candidates)) is not None:
                 results = self.measure(batch)
                 self.timed(partial(strategy.notify_runner_results, batch, results))
+                if self.should_stop is not None and self.should_stop():
+                    return "cancelled"
         except KeyboardInterrupt:
             return "interrupted"
         if strategy.trials >= strategy.max_trials:

@@ -91,6 +91,16 @@ def test_export_of_the_best_only_and_prune(database, key):
     assert database.count(relu_key) == 1
 
 
+def test_the_oldest_queued_job_is_claimed_once(database, key):
+    first = database.create_job({"n": 1}, [(key, "llvm", 4)])
+    second = database.create_job({"n": 2}, [(key, "llvm", 4)])
+    database.set_job_status(first.id, JobStatus.CANCELLED)
+    claimed = database.claim_job()
+    assert claimed is not None and claimed.id == second.id
+    assert claimed.status is JobStatus.RUNNING and claimed.started_at is not None
+    assert database.claim_job() is None
+
+
 def test_jobs_and_tasks_track_progress_and_own_records(database, key):
     job = database.create_job({"workload": MATMUL, "trials": 64}, [(key, "llvm", 64)])
     assert job.status is JobStatus.QUEUED and job.spec["trials"] == 64

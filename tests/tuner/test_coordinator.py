@@ -1,0 +1,107 @@
+"""Jobs from submission to their end: checked whole when submitted, claimed by one
+coordinator, run with real local workers on a real SQLite database, cancelled."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+import compiler
+import workers
+from compiler.workload.spec import workload_from_spec
+from db import JobStatus, SQLDatabase
+from tuner.service.coordinator import Coordinator
+from tuner.service.jobs import JobRequest, JobRequestError, cancel, submit
+
+MATMUL = {"op": "matmul", "args": {"m": 24, "n": 16, "k": 8}}
+RELU = {"op": "relu", "args": {"shape": [12, 10]}}
+
+
+@pytest.fixture
+def database(tmp_path) -> Iterator[SQLDatabase]:
+    with SQLDatabase(f"sqlite:///{tmp_path / 'jobs.db'}") as opened:
+        yield opened
+
+
+@pytest.fixture(scope="module")
+def local_workers() -> Iterator[workers.Workers]:
+    with workers.create("local") as backend:
+        yield backend
+
+
+def test_a_job_runs_every_workload_and_its_best_schedule_builds(
+    database, local_workers, rng
+) -> None:
+    job = submit(database, JobRequest((MATMUL, RELU), trials=4, tuner="random"))
+    assert job.status is JobStatus.QUEUED and len(job.tasks) == 2
+    done = Coordinator(database, local_workers).run_next()
+    assert done is not None and done.id == job.id and done.status is JobStatus.DONE
+    assert [t.status for t in done.tasks] == [JobStatus.DONE, JobStatus.DONE]
+    assert all(t.trials_done == 4 and t.best_seconds for t in done.tasks)
+    func = workload_from_spec(MATMUL)
+    a = rng.standard_normal((24, 8)).astype("float32")
+    b = rng.standard_normal((8, 16)).astype("float32")
+    c = np.zeros((24, 16), dtype="float32")
+    compiler.build(func, target="llvm", database=database)["main"](a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_a_job_is_claimed_once_and_the_queue_then_is_empty(database, local_workers) -> None:
+    submit(database, JobRequest((RELU,), trials=2, tuner="random"))
+    assert database.claim_job() is not None
+    assert database.claim_job() is None
+    assert Coordinator(database, local_workers).run_next() is None
+
+
+def test_a_cancelled_job_is_not_run(database, local_workers) -> None:
+    job = submit(database, JobRequest((RELU,), trials=2, tuner="random"))
+    assert cancel(database, job.id).status is JobStatus.CANCELLED
+    assert Coordinator(database, local_workers).run_next() is None
+    assert database.job(job.id).tasks[0].trials_done == 0
+
+
+def test_cancelling_a_running_job_stops_it_after_the_current_batch(
+    database, local_workers, monkeypatch
+) -> None:
+    """The cancel arrives as the first batch's progress is written, as one from the
+    API would while the job runs."""
+    submit(database, JobRequest((MATMUL,), trials=64, tuner="random"))
+    coordinator = Coordinator(database, local_workers)
+    asks = coordinator._cancelled
+
+    def cancel_once_measuring(job_id: int) -> bool:
+        if database.job(job_id).tasks[0].trials_done > 0:
+            cancel(database, job_id)
+        return asks(job_id)
+
+    monkeypatch.setattr(coordinator, "_cancelled", cancel_once_measuring)
+    ended = coordinator.run_next()
+    assert ended is not None and ended.status is JobStatus.CANCELLED
+    (task,) = ended.tasks
+    assert task.status is JobStatus.CANCELLED and 0 < task.trials_done < 64
+    assert database.count(task.workload_key) == task.trials_done  # every measurement kept
+
+
+def test_a_finished_job_stays_finished_when_cancelled(database, local_workers) -> None:
+    job = submit(database, JobRequest((RELU,), trials=2, tuner="random"))
+    Coordinator(database, local_workers).run_next()
+    assert cancel(database, job.id).status is JobStatus.DONE
+
+
+@pytest.mark.parametrize(
+    ("request_", "named"),
+    [
+        (JobRequest(()), "workloads"),
+        (JobRequest(({"op": "matmul", "args": {"m": -1, "n": 2, "k": 2}},)), "workloads[0]"),
+        (JobRequest(({"op": "nope"},)), "workloads[0]"),
+        (JobRequest((RELU,), trials=0), "trials"),
+        (JobRequest((RELU,), space="mymodule:fn"), "space"),
+        (JobRequest((RELU,), space="template"), "workloads[0]"),
+    ],
+)
+def test_a_bad_request_is_refused_whole_naming_the_field(database, request_, named) -> None:
+    with pytest.raises(JobRequestError, match=named.replace("[", r"\[")):
+        submit(database, request_)
+    assert database.jobs() == [] and database.workloads() == []

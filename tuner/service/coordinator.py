@@ -1,0 +1,92 @@
+"""The coordinator: claims queued jobs from the database and runs them with the
+tuning loop on its workers, writing each task's progress where the API reads it.
+
+A job's failure (a spec that no longer builds, a worker backend that broke) is the
+job's status and message; the coordinator goes on with the next job. A cancelled job
+stops after its current batch, its measurements kept.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from db import Job, JobStatus, JobTask, SQLDatabase
+from tuner.progress import Progress
+from tuner.service.jobs import JobRequest, paired
+from tuner.space_choice import choose_space
+from tuner.task import TuneTask
+from tuner.tune import tune
+from workers import Workers
+
+logger = logging.getLogger(__name__)
+
+
+class Coordinator:
+    def __init__(self, database: SQLDatabase, workers: Workers) -> None:
+        self.database = database
+        self.workers = workers
+
+    def run_next(self) -> Job | None:
+        """Claim the oldest queued job and run it to its end; returns it as it ended,
+        or None when no job was queued."""
+        job = self.database.claim_job()
+        if job is None:
+            return None
+        logger.info("job %d: running %d tasks", job.id, len(job.tasks))
+        try:
+            request = JobRequest.from_json(job.spec)
+            for row, spec in paired(job, request):
+                if self._cancelled(job.id):
+                    break
+                self._run_task(job.id, row, TuneTask.from_spec(spec, row.target), request)
+        except Exception as err:  # the job's failure is its status; the next job runs
+            logger.exception("job %d failed", job.id)
+            return self.database.set_job_status(
+                job.id, JobStatus.FAILED, error=f"{type(err).__name__}: {err}"
+            )
+        if self._cancelled(job.id):
+            return self.database.job(job.id)
+        return self.database.set_job_status(job.id, JobStatus.DONE)
+
+    def _run_task(self, job_id: int, row: JobTask, task: TuneTask, request: JobRequest) -> None:
+        self.database.update_task(row.id, status=JobStatus.RUNNING)
+        space = choose_space(request.space, task.func, target=task.target, seed=request.seed)
+        result = tune(
+            task,
+            database=self.database,
+            workers=self.workers,
+            options=request.options(row.trials_asked),
+            progress=_TaskProgress(self.database, row, task),
+            space=space,
+            should_stop=lambda: self._cancelled(job_id),
+        )
+        ended = JobStatus.CANCELLED if result.stop_reason == "cancelled" else JobStatus.DONE
+        top = result.best[0] if result.best else None
+        best = None if top is None else top.seconds or top.search_seconds
+        self.database.update_task(
+            row.id,
+            status=ended,
+            trials_done=result.restored + result.measured,
+            best_seconds=best,
+        )
+
+    def _cancelled(self, job_id: int) -> bool:
+        return self.database.job(job_id).status is JobStatus.CANCELLED
+
+
+class _TaskProgress(Progress):
+    """Progress written to the task's row instead of a terminal."""
+
+    def __init__(self, database: SQLDatabase, row: JobTask, task: TuneTask) -> None:
+        super().__init__(row.trials_asked, label=repr(task))
+        self.database = database
+        self.row = row
+        self.flop_count = task.flop_count
+
+    def update(self, done: int, best_gflops: float | None, errors: int) -> None:
+        self.done, self.best_gflops, self.errors = done, best_gflops, errors
+        best = None if not best_gflops else self.flop_count / (best_gflops * 1e9)
+        self.database.update_task(self.row.id, trials_done=done, best_seconds=best)
+
+    def finish(self) -> None:
+        """Nothing to end: no line was drawn."""

@@ -1,0 +1,91 @@
+"""A tuning job as the service takes it: one or more operator specs, a target, a
+trial budget per workload and the search options, checked whole before anything is
+stored, and kept as the job's spec (plain JSON) for the coordinator that runs it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from db import Job, JobStatus, JobTask, SQLDatabase
+from tuner.space_choice import choose_space
+from tuner.task import TuneTask
+from tuner.tune import TuneOptions
+
+# The spaces a job may name: a "module:function" space would import code named by a
+# request, which the service never does.
+SPACES = ("auto", "template", "generated")
+
+
+class JobRequestError(ValueError):
+    """A job request that cannot run: the message names the field and the fix."""
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    workloads: tuple[dict[str, Any], ...]
+    target: str = "llvm"
+    trials: int = 64
+    tuner: str = "auto"
+    space: str = "auto"
+    seed: int = 0
+
+    def tasks(self) -> list[TuneTask]:
+        """The tuning task of each workload; raises JobRequestError for a bad spec."""
+        found = []
+        for k, spec in enumerate(self.workloads):
+            try:
+                found.append(TuneTask.from_spec(spec, self.target))
+            except ValueError as err:
+                raise JobRequestError(f"workloads[{k}]: {err}") from None
+        return found
+
+    def options(self, trials: int) -> TuneOptions:
+        return TuneOptions(trials=trials, tuner=self.tuner, seed=self.seed)
+
+    def to_json(self) -> dict[str, Any]:
+        document = asdict(self)
+        document["workloads"] = list(self.workloads)
+        return document
+
+    @staticmethod
+    def from_json(document: Mapping[str, Any]) -> JobRequest:
+        return JobRequest(**{**document, "workloads": tuple(document["workloads"])})
+
+
+def submit(database: SQLDatabase, request: JobRequest) -> Job:
+    """Check ``request`` whole (every spec, the options, the space of each workload)
+    and store it as a queued job with one task per workload."""
+    if not request.workloads:
+        raise JobRequestError("workloads: give at least one operator spec")
+    if request.space not in SPACES:
+        raise JobRequestError(f"space: {request.space!r} is not one of {', '.join(SPACES)}")
+    try:
+        request.options(request.trials)
+    except ValueError as err:
+        raise JobRequestError(str(err)) from None
+    tasks = request.tasks()
+    for k, task in enumerate(tasks):
+        try:
+            choose_space(request.space, task.func, target=task.target, seed=request.seed)
+        except ValueError as err:
+            raise JobRequestError(f"workloads[{k}]: {err}") from None
+        database.commit_workload(task.func, flop_count=task.flop_count)
+    return database.create_job(
+        request.to_json(), [(t.workload_key, t.target, request.trials) for t in tasks]
+    )
+
+
+def cancel(database: SQLDatabase, job_id: int) -> Job:
+    """Cancel a queued or running job (a running one stops after its current batch);
+    a finished job stays as it is."""
+    job = database.job(job_id)
+    if job.status in (JobStatus.QUEUED, JobStatus.RUNNING):
+        return database.set_job_status(job_id, JobStatus.CANCELLED)
+    return job
+
+
+def paired(job: Job, request: JobRequest) -> list[tuple[JobTask, dict[str, Any]]]:
+    """Each task of ``job`` with the workload spec it was made from (same order)."""
+    return list(zip(job.tasks, request.workloads, strict=True))
