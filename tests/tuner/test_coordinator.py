@@ -3,15 +3,12 @@ coordinator, run with real local workers on a real SQLite database, cancelled.""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
 
 import compiler
-import workers
 from compiler.workload.spec import workload_from_spec
-from db import JobStatus, SQLDatabase
+from db import JobStatus, Purpose
 from tuner.service.coordinator import Coordinator
 from tuner.service.jobs import JobRequest, JobRequestError, cancel, submit
 
@@ -19,24 +16,10 @@ MATMUL = {"op": "matmul", "args": {"m": 24, "n": 16, "k": 8}}
 RELU = {"op": "relu", "args": {"shape": [12, 10]}}
 
 
-@pytest.fixture
-def database(tmp_path) -> Iterator[SQLDatabase]:
-    with SQLDatabase(f"sqlite:///{tmp_path / 'jobs.db'}") as opened:
-        yield opened
-
-
-@pytest.fixture(scope="module")
-def local_workers() -> Iterator[workers.Workers]:
-    with workers.create("local") as backend:
-        yield backend
-
-
-def test_a_job_runs_every_workload_and_its_best_schedule_builds(
-    database, local_workers, rng
-) -> None:
+def test_a_job_runs_every_workload_and_its_best_schedule_builds(database, backend, rng) -> None:
     job = submit(database, JobRequest((MATMUL, RELU), trials=4, tuner="random"))
     assert job.status is JobStatus.QUEUED and len(job.tasks) == 2
-    done = Coordinator(database, local_workers).run_next()
+    done = Coordinator(database, backend).run_next()
     assert done is not None and done.id == job.id and done.status is JobStatus.DONE
     assert [t.status for t in done.tasks] == [JobStatus.DONE, JobStatus.DONE]
     assert all(t.trials_done == 4 and t.best_seconds for t in done.tasks)
@@ -48,27 +31,27 @@ def test_a_job_runs_every_workload_and_its_best_schedule_builds(
     np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
 
 
-def test_a_job_is_claimed_once_and_the_queue_then_is_empty(database, local_workers) -> None:
+def test_a_job_is_claimed_once_and_the_queue_then_is_empty(database, backend) -> None:
     submit(database, JobRequest((RELU,), trials=2, tuner="random"))
     assert database.claim_job() is not None
     assert database.claim_job() is None
-    assert Coordinator(database, local_workers).run_next() is None
+    assert Coordinator(database, backend).run_next() is None
 
 
-def test_a_cancelled_job_is_not_run(database, local_workers) -> None:
+def test_a_cancelled_job_is_not_run(database, backend) -> None:
     job = submit(database, JobRequest((RELU,), trials=2, tuner="random"))
     assert cancel(database, job.id).status is JobStatus.CANCELLED
-    assert Coordinator(database, local_workers).run_next() is None
+    assert Coordinator(database, backend).run_next() is None
     assert database.job(job.id).tasks[0].trials_done == 0
 
 
 def test_cancelling_a_running_job_stops_it_after_the_current_batch(
-    database, local_workers, monkeypatch
+    database, backend, monkeypatch
 ) -> None:
     """The cancel arrives as the first batch's progress is written, as one from the
     API would while the job runs."""
     submit(database, JobRequest((MATMUL,), trials=64, tuner="random"))
-    coordinator = Coordinator(database, local_workers)
+    coordinator = Coordinator(database, backend)
     asks = coordinator._cancelled
 
     def cancel_once_measuring(job_id: int) -> bool:
@@ -84,9 +67,35 @@ def test_cancelling_a_running_job_stops_it_after_the_current_batch(
     assert database.count(task.workload_key) == task.trials_done  # every measurement kept
 
 
-def test_a_finished_job_stays_finished_when_cancelled(database, local_workers) -> None:
+def test_a_stopped_coordinator_requeues_its_job_and_the_next_resumes_it(
+    database, backend, monkeypatch
+) -> None:
+    job = submit(database, JobRequest((RELU, MATMUL), trials=24, tuner="random"))
+    first = Coordinator(database, backend)
+    asks = first._should_stop
+
+    def stop_during_the_second_task(job_id: int) -> bool:
+        if database.job(job_id).tasks[1].trials_done > 0:
+            first.stopping.set()
+        return asks(job_id)
+
+    monkeypatch.setattr(first, "_should_stop", stop_during_the_second_task)
+    stopped = first.run_next()
+    assert stopped is not None and stopped.status is JobStatus.QUEUED
+    relu, matmul = stopped.tasks
+    assert relu.status is JobStatus.DONE and matmul.status is JobStatus.QUEUED
+    assert 0 < matmul.trials_done < 24
+    resumed = Coordinator(database, backend).run_next()
+    assert resumed is not None and resumed.id == job.id and resumed.status is JobStatus.DONE
+    assert [t.trials_done for t in resumed.tasks] == [24, 24]
+    for task in resumed.tasks:  # nothing measured twice, nothing lost
+        searched = database.records(task.workload_key, purpose=Purpose.SEARCH, limit=1000)
+        assert len(searched) == 24 == len({r.trace_hash for r in searched})
+
+
+def test_a_finished_job_stays_finished_when_cancelled(database, backend) -> None:
     job = submit(database, JobRequest((RELU,), trials=2, tuner="random"))
-    Coordinator(database, local_workers).run_next()
+    Coordinator(database, backend).run_next()
     assert cancel(database, job.id).status is JobStatus.DONE
 
 

@@ -1,9 +1,11 @@
-"""The service's API, over HTTP to a real uvicorn server and a real SQLite database:
-what it answers about workloads and their best schedules, and the 4xx it gives for
-bad requests."""
+"""The service's API, over HTTP to a real uvicorn server, a real SQLite database and
+real local workers: jobs from submission to their best schedule, what it answers
+about workloads, and the 4xx it gives for bad requests."""
 
 from __future__ import annotations
 
+import json
+import threading
 from collections.abc import Iterator
 
 import httpx
@@ -12,19 +14,14 @@ from db_helpers import MATMUL, ZEN, split_trace
 from service_server import serving
 
 from compiler.schedule.tuned import canonical_target
-from db import Measurement, SQLDatabase, WorkloadEntry
+from db import Job, Measurement, WorkloadEntry
 from tuner.commands import _parser
 from tuner.service import create_app
+from tuner.service.coordinator import Coordinator
 
 # (split factor, seconds): the schedules stored, the fastest last.
 STORED = ((3, 3e-3), (11, 2e-3), (5, 1e-3))
 FLOPS = 2 * 33 * 17 * 9  # of MATMUL, as a tuning run stores it
-
-
-@pytest.fixture
-def database(tmp_path) -> Iterator[SQLDatabase]:
-    with SQLDatabase(f"sqlite:///{tmp_path / 'service.db'}") as opened:
-        yield opened
 
 
 @pytest.fixture
@@ -109,3 +106,85 @@ def test_serve_is_a_command_with_a_loopback_default() -> None:
     assert (args.host, args.port) == ("127.0.0.1", 0)
     with pytest.raises(SystemExit):
         _parser().parse_args(["serve", "--port", "70000"])
+
+
+# jobs -----------------------------------------------------------------------------------
+
+RELU = {"op": "relu", "args": {"shape": [12, 10]}}
+
+
+def test_a_submitted_job_runs_and_its_best_schedule_is_served(client, database, backend) -> None:
+    answer = client.post("/v1/jobs", json={"workloads": [RELU], "trials": 3, "tuner": "random"})
+    assert answer.status_code == 201
+    job = answer.json()
+    assert job["status"] == "queued" and job["request"]["workloads"] == [RELU]
+    assert [t["trials_asked"] for t in job["tasks"]] == [3]
+    assert [j["id"] for j in client.get("/v1/jobs", params={"status": "queued"}).json()] == [
+        job["id"]
+    ]
+    Coordinator(database, backend).run_next()
+    done = client.get(f"/v1/jobs/{job['id']}").json()
+    assert done["status"] == "done" and done["finished_at"] is not None
+    (task,) = done["tasks"]
+    assert task["trials_done"] == 3 and task["best_gflops"] > 0
+    best = client.get(f"/v1/workloads/{task['workload_key']}/best").json()
+    assert len(best) == 1 and best[0]["workload_key"] == task["workload_key"]
+
+
+def test_a_coordinator_thread_runs_what_the_api_submits(database, backend, monkeypatch) -> None:
+    coordinator = Coordinator(database, backend)
+    ended = threading.Event()
+    run_next = coordinator.run_next
+
+    def noting_the_end() -> Job | None:
+        job = run_next()
+        if job is not None:
+            ended.set()
+        return job
+
+    monkeypatch.setattr(coordinator, "run_next", noting_the_end)
+    wake = threading.Event()
+    thread = threading.Thread(target=coordinator.run_until_stopped, args=(wake, 3600.0))
+    thread.start()
+    try:
+        with serving(create_app(database, submitted=wake.set)) as url:
+            body = {"workloads": [RELU], "trials": 2, "tuner": "random"}
+            job = httpx.post(f"{url}/v1/jobs", json=body, timeout=30).json()
+            assert ended.wait(timeout=300)  # woken by the submission, not by the hour
+            assert httpx.get(f"{url}/v1/jobs/{job['id']}").json()["status"] == "done"
+    finally:
+        coordinator.stopping.set()
+        wake.set()
+        thread.join()
+
+
+def test_cancel_takes_a_queued_job_out_of_the_queue(client, database) -> None:
+    job = client.post("/v1/jobs", json={"workloads": [RELU], "trials": 2}).json()
+    cancelled = client.post(f"/v1/jobs/{job['id']}/cancel").json()
+    assert cancelled["status"] == "cancelled"
+    assert database.claim_job() is None
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        ({"workloads": []}, "workloads"),
+        ({"workloads": [RELU], "trials": 0}, "trials"),
+        ({"workloads": [RELU], "space": "mymodule:fn"}, "space"),
+        ({"workloads": [{"op": "relu", "args": {"shape": [0]}}]}, "workloads[0]"),
+        ({"workloads": [RELU], "tuner": "simulated-magic"}, "tuner"),
+        ({"workload": [RELU]}, "workloads"),
+    ],
+)
+def test_a_bad_job_is_422_naming_the_field_and_stores_nothing(
+    client, database, body, named
+) -> None:
+    answer = client.post("/v1/jobs", json=body)
+    assert answer.status_code == 422
+    assert named in json.dumps(answer.json()["detail"])
+    assert database.jobs() == []
+
+
+def test_an_unknown_job_is_404(client) -> None:
+    assert client.get("/v1/jobs/12345").status_code == 404
+    assert client.post("/v1/jobs/12345/cancel").status_code == 404

@@ -1,8 +1,10 @@
 """The API's routes over one database.
 
-The routes read: the workloads and targets the database knows, a workload's best
-schedules on a target and its records, page by page; ``/healthz`` says whether the
-database answers; a query the database refuses is a 422 that says why. Routes are
+Jobs: submit (checked whole, 422 naming the bad field), list, get (per task the
+trials done and the best so far), cancel. Reads: the workloads and targets the
+database knows, a workload's best schedules on a target and its records, page by
+page; ``/healthz`` says whether the database answers. A query the database refuses
+is a 422 that says why. Routes are
 plain functions that FastAPI runs in its thread pool, so one slow query does not
 hold the others; the database opens a connection per call.
 """
@@ -16,8 +18,20 @@ from typing import Annotated, Any, TypeVar
 from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
 
-from db import Database, DatabaseError, Purpose, RecordError, TuningRecord, WorkloadEntry
-from tuner.service.schemas import BestSchedule, ErrorDetail, Health, Record, Workload
+import db
+from db import DatabaseError, Purpose, RecordError, SQLDatabase, TuningRecord, WorkloadEntry
+from db import Job as StoredJob
+from tuner.service import jobs
+from tuner.service.schemas import (
+    BestSchedule,
+    ErrorDetail,
+    Health,
+    Job,
+    JobSubmission,
+    JobTask,
+    Record,
+    Workload,
+)
 
 Route = TypeVar("Route", bound=Callable[..., Any])
 
@@ -27,15 +41,23 @@ MAX_PAGE = 1000
 NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorDetail, "description": "no such workload"}
 }
+NO_JOB: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorDetail, "description": "no such job"}
+}
 
 
-def create_app(database: Database) -> FastAPI:
-    """The service's application over ``database`` (which it does not close)."""
+def create_app(database: SQLDatabase, *, submitted: Callable[[], None] | None = None) -> FastAPI:
+    """The service's application over ``database`` (which it does not close);
+    ``submitted`` is called after each job is stored (to wake a coordinator)."""
     app = FastAPI(
         title="tensortune",
         summary="Tuned schedules of tensor programs: the tuning database over HTTP.",
         version="1",
     )
+
+    @app.exception_handler(jobs.JobRequestError)
+    def bad_job(request: Request, err: jobs.JobRequestError) -> JSONResponse:
+        return JSONResponse(status_code=422, content={"detail": str(err)})
 
     @app.exception_handler(RecordError)
     def bad_request(request: Request, err: RecordError) -> JSONResponse:
@@ -91,10 +113,73 @@ def create_app(database: Database) -> FastAPI:
         page = database.records(key, target, limit=limit, before_id=before_id)
         return [_record(record, entry) for record in page]
 
+    @app.post(f"{API_PREFIX}/jobs", response_model=Job, status_code=201)
+    def submit(submission: JobSubmission) -> Job:
+        request = jobs.JobRequest(
+            **{**submission.model_dump(), "workloads": tuple(submission.workloads)}
+        )
+        job = jobs.submit(database, request)
+        if submitted is not None:
+            submitted()
+        return _job(database, job)
+
+    @app.get(f"{API_PREFIX}/jobs", response_model=list[Job])
+    def list_jobs(
+        status: Annotated[db.JobStatus | None, Query(description="only jobs in this state")] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+    ) -> list[Job]:
+        return [_job(database, job) for job in database.jobs(status)[:limit]]
+
+    @app.get(f"{API_PREFIX}/jobs/{{job_id}}", response_model=Job, responses=NO_JOB)
+    def get_job(job_id: int) -> Job:
+        return _job(database, _stored_job(database, job_id))
+
+    @app.post(f"{API_PREFIX}/jobs/{{job_id}}/cancel", response_model=Job, responses=NO_JOB)
+    def cancel_job(job_id: int) -> Job:
+        _stored_job(database, job_id)
+        return _job(database, jobs.cancel(database, job_id))
+
     return app
 
 
-def _entry(database: Database, key: str) -> WorkloadEntry:
+def _stored_job(database: SQLDatabase, job_id: int) -> StoredJob:
+    try:
+        return database.job(job_id)
+    except RecordError:
+        raise HTTPException(status_code=404, detail=f"no job with id {job_id}") from None
+
+
+def _job(database: SQLDatabase, job: StoredJob) -> Job:
+    flops = {e.key: e.flop_count for e in database.workloads({t.workload_key for t in job.tasks})}
+    return Job(
+        id=job.id,
+        status=job.status.value,
+        request=job.spec,
+        error=job.error,
+        created_at=job.created_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+        tasks=[
+            JobTask(
+                id=t.id,
+                workload_key=t.workload_key,
+                target=t.target,
+                status=t.status.value,
+                trials_asked=t.trials_asked,
+                trials_done=t.trials_done,
+                best_seconds=t.best_seconds,
+                best_gflops=_gflops(flops.get(t.workload_key), t.best_seconds),
+            )
+            for t in job.tasks
+        ],
+    )
+
+
+def _gflops(flop_count: int | None, seconds: float | None) -> float | None:
+    return None if not seconds or flop_count is None else flop_count / seconds / 1e9
+
+
+def _entry(database: SQLDatabase, key: str) -> WorkloadEntry:
     try:
         return database.workload(key)
     except RecordError:
@@ -107,9 +192,7 @@ def _workload(entry: WorkloadEntry) -> Workload:
 
 def _record(record: TuningRecord, entry: WorkloadEntry) -> Record:
     seconds = record.seconds
-    gflops = None
-    if seconds and entry.flop_count is not None:
-        gflops = entry.flop_count / seconds / 1e9
+    gflops = _gflops(entry.flop_count, seconds)
     return Record(
         id=record.id,
         workload_key=record.workload_key,

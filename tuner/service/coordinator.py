@@ -3,12 +3,15 @@ tuning loop on its workers, writing each task's progress where the API reads it.
 
 A job's failure (a spec that no longer builds, a worker backend that broke) is the
 job's status and message; the coordinator goes on with the next job. A cancelled job
-stops after its current batch, its measurements kept.
+stops after its current batch, its measurements kept. So does the running job when
+the coordinator is told to stop: it goes back to the queue, and whoever claims it
+next resumes it from its stored records (its finished tasks are not run again).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 
 from db import Job, JobStatus, JobTask, SQLDatabase
 from tuner.progress import Progress
@@ -22,9 +25,26 @@ logger = logging.getLogger(__name__)
 
 
 class Coordinator:
-    def __init__(self, database: SQLDatabase, workers: Workers) -> None:
+    """Runs jobs of ``database`` on ``workers``; ``stopping``, once set, ends the
+    running job after its current batch and puts it back in the queue."""
+
+    def __init__(
+        self,
+        database: SQLDatabase,
+        workers: Workers,
+        stopping: threading.Event | None = None,
+    ) -> None:
         self.database = database
         self.workers = workers
+        self.stopping = stopping or threading.Event()
+
+    def run_until_stopped(self, wake: threading.Event, idle_seconds: float) -> None:
+        """Run queued jobs one after another until ``stopping`` is set; with none
+        queued, wait ``idle_seconds`` or until ``wake`` is set (by a submission)."""
+        while not self.stopping.is_set():
+            if self.run_next() is None:
+                wake.wait(idle_seconds)
+                wake.clear()
 
     def run_next(self) -> Job | None:
         """Claim the oldest queued job and run it to its end; returns it as it ended,
@@ -36,8 +56,10 @@ class Coordinator:
         try:
             request = JobRequest.from_json(job.spec)
             for row, spec in paired(job, request):
-                if self._cancelled(job.id):
+                if self._should_stop(job.id):
                     break
+                if row.status is JobStatus.DONE:
+                    continue
                 self._run_task(job.id, row, TuneTask.from_spec(spec, row.target), request)
         except Exception as err:  # the job's failure is its status; the next job runs
             logger.exception("job %d failed", job.id)
@@ -46,6 +68,9 @@ class Coordinator:
             )
         if self._cancelled(job.id):
             return self.database.job(job.id)
+        if self.stopping.is_set():
+            logger.info("job %d: back in the queue, the coordinator stops", job.id)
+            return self.database.set_job_status(job.id, JobStatus.QUEUED)
         return self.database.set_job_status(job.id, JobStatus.DONE)
 
     def _run_task(self, job_id: int, row: JobTask, task: TuneTask, request: JobRequest) -> None:
@@ -58,9 +83,11 @@ class Coordinator:
             options=request.options(row.trials_asked),
             progress=_TaskProgress(self.database, row, task),
             space=space,
-            should_stop=lambda: self._cancelled(job_id),
+            should_stop=lambda: self._should_stop(job_id),
         )
-        ended = JobStatus.CANCELLED if result.stop_reason == "cancelled" else JobStatus.DONE
+        ended = JobStatus.DONE
+        if result.stop_reason == "cancelled":
+            ended = JobStatus.CANCELLED if self._cancelled(job_id) else JobStatus.QUEUED
         top = result.best[0] if result.best else None
         best = None if top is None else top.seconds or top.search_seconds
         self.database.update_task(
@@ -69,6 +96,9 @@ class Coordinator:
             trials_done=result.restored + result.measured,
             best_seconds=best,
         )
+
+    def _should_stop(self, job_id: int) -> bool:
+        return self.stopping.is_set() or self._cancelled(job_id)
 
     def _cancelled(self, job_id: int) -> bool:
         return self.database.job(job_id).status is JobStatus.CANCELLED

@@ -11,7 +11,7 @@ from typing import Any
 from db import Job, JobStatus, JobTask, SQLDatabase
 from tuner.space_choice import choose_space
 from tuner.task import TuneTask
-from tuner.tune import TuneOptions
+from tuner.tune import TuneOptions, check_search
 
 # The spaces a job may name: a "module:function" space would import code named by a
 # request, which the service never does.
@@ -68,9 +68,14 @@ def submit(database: SQLDatabase, request: JobRequest) -> Job:
     tasks = request.tasks()
     for k, task in enumerate(tasks):
         try:
-            choose_space(request.space, task.func, target=task.target, seed=request.seed)
+            space = choose_space(request.space, task.func, target=task.target, seed=request.seed)
         except ValueError as err:
             raise JobRequestError(f"workloads[{k}]: {err}") from None
+        try:
+            check_search(space, request.options(request.trials))
+        except ValueError as err:
+            raise JobRequestError(f"tuner: {err}") from None
+    for task in tasks:
         database.commit_workload(task.func, flop_count=task.flop_count)
     return database.create_job(
         request.to_json(), [(t.workload_key, t.target, request.trials) for t in tasks]

@@ -4,7 +4,7 @@ the OpenAPI schema that clients (and schema-driven tests) read."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -48,3 +48,40 @@ class BestSchedule(Record):
 
 class ErrorDetail(BaseModel):
     detail: str
+
+
+class JobSubmission(BaseModel):
+    """A tuning job: each workload tuned on the target for ``trials`` trials."""
+
+    workloads: list[dict[str, Any]] = Field(
+        min_length=1,
+        max_length=256,
+        description='operator specs, e.g. {"op": "matmul", "args": {"m": 64, "n": 64, "k": 64}}',
+    )
+    target: str = Field("llvm", min_length=1, max_length=256)
+    trials: int = Field(64, ge=1, le=100_000, description="trials per workload")
+    tuner: str = Field("auto", min_length=1, max_length=32, description="a search strategy")
+    space: Literal["auto", "template", "generated"] = "auto"
+    seed: int = Field(0, ge=0, le=2**31 - 1)
+
+
+class JobTask(BaseModel):
+    id: int
+    workload_key: str
+    target: str
+    status: str
+    trials_asked: int
+    trials_done: int
+    best_seconds: float | None
+    best_gflops: float | None
+
+
+class Job(BaseModel):
+    id: int
+    status: str = Field(description="queued, running, done, failed or cancelled")
+    request: dict[str, Any] = Field(description="the job as submitted")
+    error: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    tasks: list[JobTask]
