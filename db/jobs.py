@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, insert, select, update
+from sqlalchemy import Connection, Engine, insert, or_, select, update
 
 from db.errors import RecordError
 from db.models import JobRow, TaskRow
@@ -84,12 +85,15 @@ def existing_job_ids(connection: Connection, job_ids: Collection[int]) -> list[i
     return list(connection.execute(select(JobRow.id).where(JobRow.id.in_(list(job_ids)))).scalars())
 
 
-def claim_job(engine: Engine) -> Job | None:
-    """The oldest queued job, now running, or None when none is queued. Several
-    coordinators may claim at once: the claim moves the job only if it is still
-    queued, so exactly one of them gets it (on PostgreSQL the others also skip the
-    row while it is locked instead of waiting for it)."""
+def claim_job(engine: Engine, coordinator: str, stale_after: timedelta) -> Job | None:
+    """The oldest queued job, now running for ``coordinator``, or None when none is
+    queued. First every running job whose coordinator has not beaten its heart for
+    ``stale_after`` goes back to the queue (its tasks too, but for finished ones).
+    Several coordinators may claim at once: the claim moves the job only if it is
+    still queued, so exactly one of them gets it (on PostgreSQL the others also skip
+    the row while it is locked instead of waiting for it)."""
     with engine.begin() as connection:
+        _requeue_stale(connection, now() - stale_after)
         oldest = (
             select(JobRow.id)
             .where(JobRow.status == JobStatus.QUEUED.value)
@@ -103,9 +107,50 @@ def claim_job(engine: Engine) -> Job | None:
         claimed = connection.execute(
             update(JobRow)
             .where(JobRow.id == job_id, JobRow.status == JobStatus.QUEUED.value)
-            .values(status=JobStatus.RUNNING.value, started_at=now())
+            .values(
+                status=JobStatus.RUNNING.value,
+                started_at=now(),
+                coordinator=coordinator,
+                heartbeat_at=now(),
+            )
         )
         return load_job(connection, job_id) if claimed.rowcount == 1 else None
+
+
+def _requeue_stale(connection: Connection, cutoff: datetime) -> None:
+    stale = select(JobRow.id).where(
+        JobRow.status == JobStatus.RUNNING.value,
+        or_(JobRow.heartbeat_at.is_(None), JobRow.heartbeat_at < cutoff),
+    )
+    job_ids = list(connection.execute(stale).scalars())
+    if not job_ids:
+        return
+    connection.execute(
+        update(JobRow)
+        .where(JobRow.id.in_(job_ids), JobRow.status == JobStatus.RUNNING.value)
+        .values(status=JobStatus.QUEUED.value, coordinator=None)
+    )
+    connection.execute(
+        update(TaskRow)
+        .where(TaskRow.job_id.in_(job_ids), TaskRow.status == JobStatus.RUNNING.value)
+        .values(status=JobStatus.QUEUED.value)
+    )
+
+
+def beat(engine: Engine, job_id: int, coordinator: str) -> bool:
+    """Note that ``coordinator`` is alive and still running the job; False when the
+    job is no longer its to run (cancelled, finished, or requeued as stale)."""
+    with engine.begin() as connection:
+        alive = connection.execute(
+            update(JobRow)
+            .where(
+                JobRow.id == job_id,
+                JobRow.coordinator == coordinator,
+                JobRow.status == JobStatus.RUNNING.value,
+            )
+            .values(heartbeat_at=now())
+        )
+        return alive.rowcount == 1
 
 
 def set_job_status(engine: Engine, job_id: int, status: JobStatus, error: str | None) -> Job:
@@ -114,6 +159,8 @@ def set_job_status(engine: Engine, job_id: int, status: JobStatus, error: str | 
         values["started_at"] = now()
     if status in FINAL:
         values["finished_at"] = now()
+    if status is JobStatus.QUEUED:
+        values["coordinator"] = None
     with engine.begin() as connection:
         load_job(connection, job_id)
         connection.execute(update(JobRow).where(JobRow.id == job_id).values(**values))

@@ -198,6 +198,8 @@ def to_job(row: Row, tasks: Iterable[JobTask]) -> Job:
         finished_at=_optional_utc(row.finished_at),
         error=row.error,
         tasks=tuple(tasks),
+        coordinator=row.coordinator,
+        heartbeat_at=_optional_utc(row.heartbeat_at),
     )
 
 

@@ -206,3 +206,5 @@ class Job:
     finished_at: datetime | None
     error: str | None
     tasks: tuple[JobTask, ...] = field(default=())
+    coordinator: str | None = None
+    heartbeat_at: datetime | None = None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import timedelta
 from importlib import metadata
 from typing import IO, Any
 
@@ -62,6 +63,10 @@ from db.validate import (
     checked_workload,
     target_key,
 )
+
+# A running job whose coordinator has not beaten its heart for this long is taken for
+# dead and requeued; coordinators beat far more often (``Coordinator.HEARTBEAT``).
+STALE_AFTER = timedelta(seconds=60)
 
 
 def tensortune_version() -> str:
@@ -285,10 +290,17 @@ class SQLDatabase(Database):
         with self._engine.connect() as connection:
             return jobs.load_jobs(connection, status)
 
-    def claim_job(self) -> Job | None:
-        """The oldest queued job, moved to running for the caller alone; None when no
-        job is queued (see ``db.jobs.claim_job``)."""
-        return jobs.claim_job(self._writer)
+    def claim_job(
+        self, coordinator: str = "", *, stale_after: timedelta = STALE_AFTER
+    ) -> Job | None:
+        """The oldest queued job, moved to running for ``coordinator`` alone; None when
+        no job is queued. Running jobs whose coordinator has not beaten for
+        ``stale_after`` are requeued first (see ``db.jobs.claim_job``)."""
+        return jobs.claim_job(self._writer, coordinator, stale_after)
+
+    def beat(self, job_id: int, coordinator: str) -> bool:
+        """``coordinator`` still runs the job; False when the job is no longer its."""
+        return jobs.beat(self._writer, job_id, coordinator)
 
     def set_job_status(self, job_id: int, status: JobStatus, *, error: str | None = None) -> Job:
         """Move a job to ``status``; running stamps its start, a final status its end."""

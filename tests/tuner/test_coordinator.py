@@ -1,7 +1,15 @@
 """Jobs from submission to their end: checked whole when submitted, claimed by one
-coordinator, run with real local workers on a real SQLite database, cancelled."""
+coordinator, run with real local workers on a real SQLite database, cancelled,
+stopped and resumed, and finished by another coordinator when theirs is killed."""
 
 from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import timedelta
 
 import numpy as np
 import pytest
@@ -91,6 +99,43 @@ def test_a_stopped_coordinator_requeues_its_job_and_the_next_resumes_it(
     for task in resumed.tasks:  # nothing measured twice, nothing lost
         searched = database.records(task.workload_key, purpose=Purpose.SEARCH, limit=1000)
         assert len(searched) == 24 == len({r.trace_hash for r in searched})
+
+
+# A coordinator in a process of its own, for a test to kill.
+DOOMED_COORDINATOR = """
+import sys
+import workers
+from db import SQLDatabase
+from quick_measure import QUICK
+from tuner.service.coordinator import Coordinator
+with SQLDatabase(sys.argv[1]) as database, workers.create("local", config=QUICK) as backend:
+    Coordinator(database, backend, name="doomed").run_next()
+"""
+
+
+def test_a_job_whose_coordinator_is_killed_is_requeued_and_finished(database, backend) -> None:
+    job = submit(database, JobRequest((MATMUL,), trials=48, tuner="random"))
+    url = str(database.url)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    doomed = subprocess.Popen(
+        [sys.executable, "-c", DOOMED_COORDINATOR, url], env=env, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while database.job(job.id).tasks[0].trials_done < 16:  # it has measured a batch
+            assert doomed.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        os.killpg(doomed.pid, signal.SIGKILL)  # the coordinator and its workers, mid-job
+        doomed.wait()
+    orphan = database.job(job.id)
+    assert orphan.status is JobStatus.RUNNING and orphan.coordinator == "doomed"
+    survivor = Coordinator(database, backend, stale_after=timedelta(0))
+    finished = survivor.run_next()
+    assert finished is not None and finished.id == job.id and finished.status is JobStatus.DONE
+    (task,) = finished.tasks
+    searched = database.records(task.workload_key, purpose=Purpose.SEARCH, limit=1000)
+    assert task.trials_done == len(searched) == len({r.trace_hash for r in searched}) == 48
 
 
 def test_a_finished_job_stays_finished_when_cancelled(database, backend) -> None:

@@ -11,9 +11,15 @@ next resumes it from its stored records (its finished tasks are not run again).
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
 
 from db import Job, JobStatus, JobTask, SQLDatabase
+from db.sql import STALE_AFTER
 from tuner.progress import Progress
 from tuner.service.jobs import JobRequest, paired
 from tuner.space_choice import choose_space
@@ -26,17 +32,30 @@ logger = logging.getLogger(__name__)
 
 class Coordinator:
     """Runs jobs of ``database`` on ``workers``; ``stopping``, once set, ends the
-    running job after its current batch and puts it back in the queue."""
+    running job after its current batch and puts it back in the queue.
+
+    While it runs a job it beats every ``HEARTBEAT`` (from a thread of its own, so a
+    long batch does not stop the beats); a job whose coordinator stopped beating for
+    ``stale_after`` (it was killed, its host lost) is requeued by the next claim of
+    any coordinator and resumed from its stored records."""
+
+    HEARTBEAT = timedelta(seconds=10)
 
     def __init__(
         self,
         database: SQLDatabase,
         workers: Workers,
         stopping: threading.Event | None = None,
+        *,
+        name: str | None = None,
+        stale_after: timedelta = STALE_AFTER,
     ) -> None:
         self.database = database
         self.workers = workers
         self.stopping = stopping or threading.Event()
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
+        self.stale_after = stale_after
+        self._lost = threading.Event()
 
     def run_until_stopped(self, wake: threading.Event, idle_seconds: float) -> None:
         """Run queued jobs one after another until ``stopping`` is set; with none
@@ -49,10 +68,14 @@ class Coordinator:
     def run_next(self) -> Job | None:
         """Claim the oldest queued job and run it to its end; returns it as it ended,
         or None when no job was queued."""
-        job = self.database.claim_job()
+        job = self.database.claim_job(self.name, stale_after=self.stale_after)
         if job is None:
             return None
         logger.info("job %d: running %d tasks", job.id, len(job.tasks))
+        with self._beating(job.id):
+            return self._run(job)
+
+    def _run(self, job: Job) -> Job:
         try:
             request = JobRequest.from_json(job.spec)
             for row, spec in paired(job, request):
@@ -66,8 +89,8 @@ class Coordinator:
             return self.database.set_job_status(
                 job.id, JobStatus.FAILED, error=f"{type(err).__name__}: {err}"
             )
-        if self._cancelled(job.id):
-            return self.database.job(job.id)
+        if self._lost.is_set() or self._cancelled(job.id):
+            return self.database.job(job.id)  # no longer this coordinator's to end
         if self.stopping.is_set():
             logger.info("job %d: back in the queue, the coordinator stops", job.id)
             return self.database.set_job_status(job.id, JobStatus.QUEUED)
@@ -97,8 +120,29 @@ class Coordinator:
             best_seconds=best,
         )
 
+    @contextmanager
+    def _beating(self, job_id: int) -> Iterator[None]:
+        """Beat for the job until the block ends; a refused beat (the job was
+        cancelled or taken over) marks it lost, which stops the run."""
+        done = threading.Event()
+        self._lost.clear()
+
+        def beat() -> None:
+            while not done.wait(self.HEARTBEAT.total_seconds()):
+                if not self.database.beat(job_id, self.name):
+                    self._lost.set()
+                    return
+
+        beating = threading.Thread(target=beat, name=f"heartbeat of job {job_id}", daemon=True)
+        beating.start()
+        try:
+            yield
+        finally:
+            done.set()
+            beating.join()
+
     def _should_stop(self, job_id: int) -> bool:
-        return self.stopping.is_set() or self._cancelled(job_id)
+        return self.stopping.is_set() or self._lost.is_set() or self._cancelled(job_id)
 
     def _cancelled(self, job_id: int) -> bool:
         return self.database.job(job_id).status is JobStatus.CANCELLED
