@@ -12,7 +12,7 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, insert, or_, select, update
+from sqlalchemy import Connection, Engine, Select, insert, or_, select, update
 
 from db.errors import RecordError
 from db.models import JobRow, TaskRow
@@ -94,27 +94,33 @@ def claim_job(engine: Engine, coordinator: str, stale_after: timedelta) -> Job |
     the row while it is locked instead of waiting for it)."""
     with engine.begin() as connection:
         _requeue_stale(connection, now() - stale_after)
-        oldest = (
-            select(JobRow.id)
-            .where(JobRow.status == JobStatus.QUEUED.value)
-            .order_by(JobRow.id)
-            .limit(1)
-            .with_for_update(skip_locked=True)
-        )
-        job_id = connection.execute(oldest).scalar()
-        if job_id is None:
-            return None
-        claimed = connection.execute(
-            update(JobRow)
-            .where(JobRow.id == job_id, JobRow.status == JobStatus.QUEUED.value)
-            .values(
-                status=JobStatus.RUNNING.value,
-                started_at=now(),
-                coordinator=coordinator,
-                heartbeat_at=now(),
+    while True:  # a lost race means another coordinator got a job: try the next one
+        with engine.begin() as connection:
+            job_id = connection.execute(_oldest_queued()).scalar()
+            if job_id is None:
+                return None
+            claimed = connection.execute(
+                update(JobRow)
+                .where(JobRow.id == job_id, JobRow.status == JobStatus.QUEUED.value)
+                .values(
+                    status=JobStatus.RUNNING.value,
+                    started_at=now(),
+                    coordinator=coordinator,
+                    heartbeat_at=now(),
+                )
             )
-        )
-        return load_job(connection, job_id) if claimed.rowcount == 1 else None
+            if claimed.rowcount == 1:
+                return load_job(connection, job_id)
+
+
+def _oldest_queued() -> Select[int]:
+    return (
+        select(JobRow.id)
+        .where(JobRow.status == JobStatus.QUEUED.value)
+        .order_by(JobRow.id)
+        .limit(1)
+        .with_for_update(skip_locked=True)
+    )
 
 
 def _requeue_stale(connection: Connection, cutoff: datetime) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 
 import llvmlite.binding as llvm
 import pytest
@@ -99,6 +100,26 @@ def test_the_oldest_queued_job_is_claimed_once(database, key):
     assert claimed is not None and claimed.id == second.id
     assert claimed.status is JobStatus.RUNNING and claimed.started_at is not None
     assert database.claim_job() is None
+
+
+def test_two_coordinators_claiming_at_once_never_get_the_same_job(database, key):
+    made = {database.create_job({"n": n}, [(key, "llvm", 1)]).id for n in range(24)}
+    claimed: dict[str, list[int]] = {"a": [], "b": []}
+    start = threading.Barrier(2)
+
+    def claim_all(name: str) -> None:
+        start.wait()
+        while (job := database.claim_job(name)) is not None:
+            assert job.coordinator == name
+            claimed[name].append(job.id)
+
+    threads = [threading.Thread(target=claim_all, args=(name,)) for name in claimed]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not set(claimed["a"]) & set(claimed["b"])
+    assert set(claimed["a"]) | set(claimed["b"]) == made  # neither gave up while jobs were left
 
 
 def test_jobs_and_tasks_track_progress_and_own_records(database, key):
