@@ -24,6 +24,7 @@ from db.record import (
     WorkloadEntry,
 )
 from db.sql import SQLDatabase
+from db.tokens import ApiToken, Role
 
 KINDS = ("memory", "sql")
 
@@ -47,6 +48,7 @@ def create(kind_or_url: str | None = None, **options: Any) -> Database:
 __all__ = [
     "KINDS",
     "URL_VARIABLE",
+    "ApiToken",
     "ConnectError",
     "Database",
     "DatabaseError",
@@ -58,6 +60,7 @@ __all__ = [
     "MemoryDatabase",
     "Purpose",
     "RecordError",
+    "Role",
     "SQLDatabase",
     "SchemaError",
     "TuningRecord",

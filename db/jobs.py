@@ -24,7 +24,10 @@ FINAL = (JobStatus.DONE, JobStatus.FAILED, JobStatus.CANCELLED)
 
 
 def create_job(
-    engine: Engine, spec: Mapping[str, Any], tasks: Sequence[tuple[str, str, int]]
+    engine: Engine,
+    spec: Mapping[str, Any],
+    tasks: Sequence[tuple[str, str, int]],
+    token_id: int | None = None,
 ) -> Job:
     spec = _check_spec(spec)
     with engine.begin() as connection:
@@ -40,7 +43,7 @@ def create_job(
         created = now()
         job_id = connection.execute(
             insert(JobRow)
-            .values(status=JobStatus.QUEUED.value, spec=spec, created_at=created)
+            .values(status=JobStatus.QUEUED.value, spec=spec, created_at=created, token_id=token_id)
             .returning(JobRow.id)
         ).scalar_one()
         target_ids = ensure_targets(connection, set(targets))

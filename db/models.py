@@ -38,6 +38,7 @@ RecordId = BigInteger().with_variant(Integer(), "sqlite")
 
 PURPOSES = ("search", "retime")
 JOB_STATUSES = ("queued", "running", "done", "failed", "cancelled")
+ROLES = ("read", "submit", "admin")
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -75,6 +76,22 @@ class TargetRow(Base):
     host_kind: Mapped[str] = mapped_column(String(200))
 
 
+class TokenRow(Base):
+    __tablename__ = "tokens"
+    __table_args__ = (
+        CheckConstraint(_in("role", ROLES), name="role"),
+        CheckConstraint("quota IS NULL OR quota >= 0", name="quota"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(128))
+    digest: Mapped[str] = mapped_column(String(64), unique=True)
+    role: Mapped[str] = mapped_column(String(16))
+    quota: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
 class JobRow(Base):
     __tablename__ = "jobs"
     __table_args__ = (CheckConstraint(_in("status", JOB_STATUSES), name="status"),)
@@ -88,6 +105,7 @@ class JobRow(Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     coordinator: Mapped[str | None] = mapped_column(String(128))
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    token_id: Mapped[int | None] = mapped_column(ForeignKey("tokens.id"))
 
 
 class TaskRow(Base):

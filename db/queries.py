@@ -200,6 +200,7 @@ def to_job(row: Row, tasks: Iterable[JobTask]) -> Job:
         tasks=tuple(tasks),
         coordinator=row.coordinator,
         heartbeat_at=_optional_utc(row.heartbeat_at),
+        token_id=row.token_id,
     )
 
 

@@ -208,3 +208,4 @@ class Job:
     tasks: tuple[JobTask, ...] = field(default=())
     coordinator: str | None = None
     heartbeat_at: datetime | None = None
+    token_id: int | None = None

@@ -18,7 +18,7 @@ from typing import IO, Any
 
 from sqlalchemy import Connection, func, select
 
-from db import jobs, migrate, sql_exchange
+from db import jobs, migrate, sql_exchange, tokens
 from db.base import Database
 from db.compiler_border import (
     TRACE_FORMAT_VERSION,
@@ -54,6 +54,7 @@ from db.record import (
     WorkloadEntry,
     status_of,
 )
+from db.tokens import ApiToken, Role
 from db.validate import (
     TraceChecker,
     check_fields,
@@ -277,10 +278,38 @@ class SQLDatabase(Database):
 
     # jobs --------------------------------------------------------------------------
 
-    def create_job(self, spec: Mapping[str, Any], tasks: Sequence[tuple[str, str, int]]) -> Job:
+    def create_job(
+        self,
+        spec: Mapping[str, Any],
+        tasks: Sequence[tuple[str, str, int]],
+        *,
+        token_id: int | None = None,
+    ) -> Job:
         """A queued job with its ``spec`` (as submitted, JSON) and one task per
-        (workload key, target, trials asked)."""
-        return jobs.create_job(self._writer, spec, tasks)
+        (workload key, target, trials asked); ``token_id`` names who submitted it."""
+        return jobs.create_job(self._writer, spec, tasks, token_id)
+
+    # API tokens (``db.tokens``) ------------------------------------------------------
+
+    def create_token(
+        self, name: str, role: Role, *, quota: int | None = None
+    ) -> tuple[ApiToken, str]:
+        """A new token and its secret, which is shown this once: only its digest is kept."""
+        return tokens.create_token(self._writer, name, Role(role), quota)
+
+    def tokens(self) -> list[ApiToken]:
+        return tokens.tokens(self._engine)
+
+    def revoke_token(self, token_id: int) -> ApiToken:
+        return tokens.revoke_token(self._writer, token_id)
+
+    def token_for_secret(self, secret: str) -> ApiToken | None:
+        """The live token whose secret this is, or None (unknown or revoked)."""
+        return tokens.token_for_secret(self._engine, secret)
+
+    def unfinished_jobs(self, token_id: int) -> int:
+        """How many jobs of the token are queued or running."""
+        return tokens.unfinished_jobs(self._engine, token_id)
 
     def job(self, job_id: int) -> Job:
         with self._engine.connect() as connection:

@@ -1,7 +1,7 @@
 """The ``tensortune`` commands: the argument parser, the ``db`` subcommands, and the
 one table that turns a named error into a message and an exit code (the ``tune``,
-``best`` and ``records`` commands are in ``tuner.tune_commands``, ``serve`` in
-``tuner.serve_command``)."""
+``best`` and ``records`` commands are in ``tuner.tune_commands``, ``serve`` and
+``token`` in ``tuner.service_commands``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import NoReturn
 
 from db import DatabaseError, ImportSummary, RecordError, SQLDatabase, default_url, migrate
 from db.engine import in_memory, open_engine, shown
-from tuner import serve_command, tune_commands
+from tuner import service_commands, tune_commands
 from tuner.arguments import int_in_range
 from tuner.tune_commands import UsageError
 from workers import WorkersError
@@ -72,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="tensortune", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     tune_commands.add_commands(commands)
-    serve_command.add_commands(commands)
+    service_commands.add_commands(commands)
     db = commands.add_parser("db", help="the tuning database")
     db_commands = db.add_subparsers(dest="db_command", required=True)
 

@@ -14,7 +14,8 @@ from db_helpers import MATMUL, ZEN, split_trace
 from service_server import serving
 
 from compiler.schedule.tuned import canonical_target
-from db import Job, Measurement, WorkloadEntry
+from db import Job, Measurement, Role, WorkloadEntry
+from tuner import cli
 from tuner.commands import _parser
 from tuner.service import create_app
 from tuner.service.coordinator import Coordinator
@@ -33,9 +34,25 @@ def matmul(database) -> WorkloadEntry:
     return entry
 
 
+def bearer(secret: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {secret}"}
+
+
 @pytest.fixture
-def client(database) -> Iterator[httpx.Client]:
-    with serving(create_app(database)) as url, httpx.Client(base_url=url, timeout=30) as opened:
+def admin(database) -> str:
+    """The secret of an admin token."""
+    return database.create_token("admin", Role.ADMIN)[1]
+
+
+@pytest.fixture
+def server(database) -> Iterator[str]:
+    with serving(create_app(database)) as url:
+        yield url
+
+
+@pytest.fixture
+def client(server, admin) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server, timeout=30, headers=bearer(admin)) as opened:
         yield opened
 
 
@@ -131,7 +148,9 @@ def test_a_submitted_job_runs_and_its_best_schedule_is_served(client, database, 
     assert len(best) == 1 and best[0]["workload_key"] == task["workload_key"]
 
 
-def test_a_coordinator_thread_runs_what_the_api_submits(database, backend, monkeypatch) -> None:
+def test_a_coordinator_thread_runs_what_the_api_submits(
+    database, backend, admin, monkeypatch
+) -> None:
     coordinator = Coordinator(database, backend)
     ended = threading.Event()
     run_next = coordinator.run_next
@@ -149,9 +168,12 @@ def test_a_coordinator_thread_runs_what_the_api_submits(database, backend, monke
     try:
         with serving(create_app(database, submitted=wake.set)) as url:
             body = {"workloads": [RELU], "trials": 2, "tuner": "random"}
-            job = httpx.post(f"{url}/v1/jobs", json=body, timeout=30).json()
+            submitted = httpx.post(f"{url}/v1/jobs", json=body, headers=bearer(admin))
+            assert submitted.status_code == 201
+            job = submitted.json()
             assert ended.wait(timeout=300)  # woken by the submission, not by the hour
-            assert httpx.get(f"{url}/v1/jobs/{job['id']}").json()["status"] == "done"
+            answer = httpx.get(f"{url}/v1/jobs/{job['id']}", headers=bearer(admin))
+            assert answer.json()["status"] == "done"
     finally:
         coordinator.stopping.set()
         wake.set()
@@ -188,3 +210,75 @@ def test_a_bad_job_is_422_naming_the_field_and_stores_nothing(
 def test_an_unknown_job_is_404(client) -> None:
     assert client.get("/v1/jobs/12345").status_code == 404
     assert client.post("/v1/jobs/12345/cancel").status_code == 404
+
+
+# access -----------------------------------------------------------------------------------
+
+JOB = {"workloads": [RELU], "trials": 2}
+
+
+def test_without_a_token_only_health_and_the_schema_answer(server) -> None:
+    assert httpx.get(f"{server}/healthz").status_code == 200
+    assert httpx.get(f"{server}/openapi.json").status_code == 200
+    for answer in (httpx.get(f"{server}/v1/workloads"), httpx.post(f"{server}/v1/jobs", json=JOB)):
+        assert answer.status_code == 401
+        assert "tensortune token create" in answer.json()["detail"]
+
+
+def test_anonymous_reads_open_the_reads_only(database) -> None:
+    with serving(create_app(database, anonymous_reads=True)) as url:
+        assert httpx.get(f"{url}/v1/workloads").status_code == 200
+        assert httpx.post(f"{url}/v1/jobs", json=JOB).status_code == 401
+
+
+def test_a_role_below_the_route_is_403_and_a_revoked_token_401(server, database) -> None:
+    reader, secret = database.create_token("dashboard", Role.READ)
+    assert httpx.get(f"{server}/v1/jobs", headers=bearer(secret)).status_code == 200
+    refused = httpx.post(f"{server}/v1/jobs", json=JOB, headers=bearer(secret))
+    assert refused.status_code == 403 and "'submit'" in refused.json()["detail"]
+    database.revoke_token(reader.id)
+    assert httpx.get(f"{server}/v1/jobs", headers=bearer(secret)).status_code == 401
+    assert httpx.get(f"{server}/v1/jobs", headers=bearer("tt_made_up")).status_code == 401
+
+
+def test_only_its_submitter_or_an_admin_cancels_a_job(server, database, admin) -> None:
+    _, alice = database.create_token("alice", Role.SUBMIT)
+    _, bob = database.create_token("bob", Role.SUBMIT)
+    job = httpx.post(f"{server}/v1/jobs", json=JOB, headers=bearer(alice)).json()
+    cancel = f"{server}/v1/jobs/{job['id']}/cancel"
+    assert httpx.post(cancel, headers=bearer(bob)).status_code == 403
+    assert httpx.post(cancel, headers=bearer(alice)).json()["status"] == "cancelled"
+    other = httpx.post(f"{server}/v1/jobs", json=JOB, headers=bearer(bob)).json()
+    answer = httpx.post(f"{server}/v1/jobs/{other['id']}/cancel", headers=bearer(admin))
+    assert answer.json()["status"] == "cancelled"
+
+
+def test_a_quota_bounds_the_unfinished_jobs_of_a_token(server, database) -> None:
+    _, secret = database.create_token("ci", Role.SUBMIT, quota=1)
+    first = httpx.post(f"{server}/v1/jobs", json=JOB, headers=bearer(secret))
+    assert first.status_code == 201
+    over = httpx.post(f"{server}/v1/jobs", json=JOB, headers=bearer(secret))
+    assert over.status_code == 429 and "quota" in over.json()["detail"]
+    httpx.post(f"{server}/v1/jobs/{first.json()['id']}/cancel", headers=bearer(secret))
+    assert httpx.post(f"{server}/v1/jobs", json=JOB, headers=bearer(secret)).status_code == 201
+    assert len(database.jobs()) == 2
+
+
+def test_an_oversized_body_is_413_and_stores_nothing(client, database) -> None:
+    huge = {"workloads": [RELU] * 40_000}  # 1.8 MB
+    answer = client.post("/v1/jobs", json=huge)
+    assert answer.status_code == 413
+    assert database.jobs() == []
+
+
+def test_tokens_are_made_listed_and_revoked_from_the_command_line(database, capsys) -> None:
+    url = str(database.url)
+    assert cli.main(["token", "create", "--role", "submit", "--quota", "2", "--url", url]) == 0
+    secret = capsys.readouterr().out.strip()
+    token = database.token_for_secret(secret)
+    assert token is not None and (token.role, token.quota) == (Role.SUBMIT, 2)
+    assert all(secret not in str(t) for t in database.tokens())  # only a digest is kept
+    assert cli.main(["token", "list", "--url", url]) == 0
+    assert "submit" in capsys.readouterr().out
+    assert cli.main(["token", "revoke", str(token.id), "--url", url]) == 0
+    assert database.token_for_secret(secret) is None

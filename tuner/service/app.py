@@ -15,13 +15,23 @@ import json
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
-from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
 
 import db
-from db import DatabaseError, Purpose, RecordError, SQLDatabase, TuningRecord, WorkloadEntry
+from db import (
+    ApiToken,
+    DatabaseError,
+    Purpose,
+    RecordError,
+    Role,
+    SQLDatabase,
+    TuningRecord,
+    WorkloadEntry,
+)
 from db import Job as StoredJob
 from tuner.service import jobs
+from tuner.service.access import caller
 from tuner.service.schemas import (
     BestSchedule,
     ErrorDetail,
@@ -44,16 +54,41 @@ NOT_FOUND: dict[int | str, dict[str, Any]] = {
 NO_JOB: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorDetail, "description": "no such job"}
 }
+QUOTA: dict[int | str, dict[str, Any]] = {
+    429: {"model": ErrorDetail, "description": "the token's quota of unfinished jobs is used"}
+}
+# The largest request body taken: a job of many specs fits in a small fraction of it.
+MAX_BODY_BYTES = 1 << 20
 
 
-def create_app(database: SQLDatabase, *, submitted: Callable[[], None] | None = None) -> FastAPI:
-    """The service's application over ``database`` (which it does not close);
-    ``submitted`` is called after each job is stored (to wake a coordinator)."""
+def create_app(
+    database: SQLDatabase,
+    *,
+    anonymous_reads: bool = False,
+    submitted: Callable[[], None] | None = None,
+) -> FastAPI:
+    """The service's application over ``database`` (which it does not close). Every
+    route under ``/v1`` needs an API token of the role it names, reads none when
+    ``anonymous_reads``; ``submitted`` is called after each job is stored (to wake a
+    coordinator)."""
     app = FastAPI(
         title="tensortune",
         summary="Tuned schedules of tensor programs: the tuning database over HTTP.",
         version="1",
     )
+    reader = Depends(caller(database, Role.READ, anonymous_reads))
+    submitter = Depends(caller(database, Role.SUBMIT, anonymous_reads))
+
+    @app.middleware("http")
+    async def limit_body(request: Request, call_next: Callable[[Request], Any]) -> Any:
+        """Refuse a body larger than MAX_BODY_BYTES before reading it."""
+        length = request.headers.get("content-length", "0")
+        if not length.isdigit() or int(length) > MAX_BODY_BYTES:
+            return JSONResponse(
+                status_code=413,
+                content={"detail": f"the body is over {MAX_BODY_BYTES} bytes"},
+            )
+        return await call_next(request)
 
     @app.exception_handler(jobs.JobRequestError)
     def bad_job(request: Request, err: jobs.JobRequestError) -> JSONResponse:
@@ -73,14 +108,14 @@ def create_app(database: SQLDatabase, *, submitted: Callable[[], None] | None = 
             return JSONResponse(status_code=503, content=body.model_dump())
         return Health(status="ok", database="ok")
 
-    @app.get(f"{API_PREFIX}/workloads", response_model=list[Workload])
+    @app.get(f"{API_PREFIX}/workloads", response_model=list[Workload], dependencies=[reader])
     def workloads() -> list[Workload]:
         return [_workload(entry) for entry in database.workloads()]
 
     def of_a_workload(suffix: str, model: Any) -> Callable[[Route], Route]:
         """The decorator of a GET route under one workload (404 when it is unknown)."""
         path = f"{API_PREFIX}/workloads/{{key}}{suffix}"
-        return app.get(path, response_model=model, responses=NOT_FOUND)
+        return app.get(path, response_model=model, responses=NOT_FOUND, dependencies=[reader])
 
     @of_a_workload("", Workload)
     def workload(key: str) -> Workload:
@@ -113,30 +148,46 @@ def create_app(database: SQLDatabase, *, submitted: Callable[[], None] | None = 
         page = database.records(key, target, limit=limit, before_id=before_id)
         return [_record(record, entry) for record in page]
 
-    @app.post(f"{API_PREFIX}/jobs", response_model=Job, status_code=201)
-    def submit(submission: JobSubmission) -> Job:
+    @app.post(f"{API_PREFIX}/jobs", response_model=Job, status_code=201, responses=QUOTA)
+    def submit(submission: JobSubmission, token: ApiToken | None = submitter) -> Job:
+        assert token is not None, "submitting always needs a token"
+        if token.quota is not None and database.unfinished_jobs(token.id) >= token.quota:
+            raise HTTPException(
+                status_code=429,
+                detail=f"token {token.name!r} has {token.quota} unfinished jobs, its quota; "
+                "wait for one to end or cancel one",
+            )
         request = jobs.JobRequest(
             **{**submission.model_dump(), "workloads": tuple(submission.workloads)}
         )
-        job = jobs.submit(database, request)
+        job = jobs.submit(database, request, token_id=token.id)
         if submitted is not None:
             submitted()
         return _job(database, job)
 
-    @app.get(f"{API_PREFIX}/jobs", response_model=list[Job])
+    @app.get(f"{API_PREFIX}/jobs", response_model=list[Job], dependencies=[reader])
     def list_jobs(
         status: Annotated[db.JobStatus | None, Query(description="only jobs in this state")] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
     ) -> list[Job]:
         return [_job(database, job) for job in database.jobs(status)[:limit]]
 
-    @app.get(f"{API_PREFIX}/jobs/{{job_id}}", response_model=Job, responses=NO_JOB)
+    @app.get(
+        f"{API_PREFIX}/jobs/{{job_id}}", response_model=Job, responses=NO_JOB, dependencies=[reader]
+    )
     def get_job(job_id: int) -> Job:
         return _job(database, _stored_job(database, job_id))
 
     @app.post(f"{API_PREFIX}/jobs/{{job_id}}/cancel", response_model=Job, responses=NO_JOB)
-    def cancel_job(job_id: int) -> Job:
-        _stored_job(database, job_id)
+    def cancel_job(job_id: int, token: ApiToken | None = submitter) -> Job:
+        assert token is not None, "cancelling always needs a token"
+        job = _stored_job(database, job_id)
+        if token.role is not Role.ADMIN and job.token_id != token.id:
+            raise HTTPException(
+                status_code=403,
+                detail=f"job {job_id} was submitted by another token; only an admin token "
+                "cancels the jobs of others",
+            )
         return _job(database, jobs.cancel(database, job_id))
 
     return app

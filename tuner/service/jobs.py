@@ -54,9 +54,10 @@ class JobRequest:
         return JobRequest(**{**document, "workloads": tuple(document["workloads"])})
 
 
-def submit(database: SQLDatabase, request: JobRequest) -> Job:
+def submit(database: SQLDatabase, request: JobRequest, *, token_id: int | None = None) -> Job:
     """Check ``request`` whole (every spec, the options, the space of each workload)
-    and store it as a queued job with one task per workload."""
+    and store it as a queued job with one task per workload, submitted by the token
+    ``token_id``."""
     if not request.workloads:
         raise JobRequestError("workloads: give at least one operator spec")
     if request.space not in SPACES:
@@ -78,7 +79,9 @@ def submit(database: SQLDatabase, request: JobRequest) -> Job:
     for task in tasks:
         database.commit_workload(task.func, flop_count=task.flop_count)
     return database.create_job(
-        request.to_json(), [(t.workload_key, t.target, request.trials) for t in tasks]
+        request.to_json(),
+        [(t.workload_key, t.target, request.trials) for t in tasks],
+        token_id=token_id,
     )
 
 

@@ -1,0 +1,124 @@
+"""API tokens of the tuning service. A token is a random secret handed out once; the
+database keeps only its SHA-256 digest, so a copy of the database gives no one a
+token. Each has a role (``read`` < ``submit`` < ``admin``) and, optionally, a quota:
+how many of its jobs may be unfinished (queued or running) at once.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Engine, Row, func, insert, select, update
+
+from db.errors import RecordError
+from db.models import JobRow, TokenRow
+from db.queries import as_utc, now
+from db.record import JobStatus
+
+SECRET_PREFIX = "tt_"
+UNFINISHED = (JobStatus.QUEUED.value, JobStatus.RUNNING.value)
+
+
+class Role(enum.Enum):
+    READ = "read"
+    SUBMIT = "submit"
+    ADMIN = "admin"
+
+    def allows(self, needed: Role) -> bool:
+        order = list(Role)
+        return order.index(self) >= order.index(needed)
+
+
+@dataclass(frozen=True)
+class ApiToken:
+    id: int
+    name: str
+    role: Role
+    quota: int | None
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+def digest_of(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def create_token(engine: Engine, name: str, role: Role, quota: int | None) -> tuple[ApiToken, str]:
+    """A new token and its secret (shown once: only its digest is stored)."""
+    if not name or len(name) > 128:
+        raise RecordError(f"token name: give 1 to 128 characters, got {len(name)}")
+    if quota is not None and (type(quota) is not int or quota < 0):
+        raise RecordError(f"token quota: must be a non-negative integer, got {quota!r}")
+    secret = SECRET_PREFIX + secrets.token_urlsafe(32)
+    with engine.begin() as connection:
+        token_id = connection.execute(
+            insert(TokenRow)
+            .values(
+                name=name,
+                digest=digest_of(secret),
+                role=Role(role).value,
+                quota=quota,
+                created_at=now(),
+            )
+            .returning(TokenRow.id)
+        ).scalar_one()
+    return _token(engine, token_id), secret
+
+
+def tokens(engine: Engine) -> list[ApiToken]:
+    with engine.connect() as connection:
+        rows = connection.execute(select(TokenRow.__table__).order_by(TokenRow.id))
+        return [_from_row(row) for row in rows]
+
+
+def revoke_token(engine: Engine, token_id: int) -> ApiToken:
+    with engine.begin() as connection:
+        connection.execute(
+            update(TokenRow)
+            .where(TokenRow.id == token_id, TokenRow.revoked_at.is_(None))
+            .values(revoked_at=now())
+        )
+    return _token(engine, token_id)
+
+
+def token_for_secret(engine: Engine, secret: str) -> ApiToken | None:
+    """The live (not revoked) token of ``secret``, or None."""
+    with engine.connect() as connection:
+        row = connection.execute(
+            select(TokenRow.__table__).where(
+                TokenRow.digest == digest_of(secret), TokenRow.revoked_at.is_(None)
+            )
+        ).first()
+    return None if row is None else _from_row(row)
+
+
+def unfinished_jobs(engine: Engine, token_id: int) -> int:
+    with engine.connect() as connection:
+        return connection.execute(
+            select(func.count())
+            .select_from(JobRow)
+            .where(JobRow.token_id == token_id, JobRow.status.in_(UNFINISHED))
+        ).scalar_one()
+
+
+def _token(engine: Engine, token_id: int) -> ApiToken:
+    with engine.connect() as connection:
+        row = connection.execute(select(TokenRow.__table__).where(TokenRow.id == token_id)).first()
+    if row is None:
+        raise RecordError(f"no token with id {token_id!r}")
+    return _from_row(row)
+
+
+def _from_row(row: Row) -> ApiToken:
+    return ApiToken(
+        id=row.id,
+        name=row.name,
+        role=Role(row.role),
+        quota=row.quota,
+        created_at=as_utc(row.created_at),
+        revoked_at=None if row.revoked_at is None else as_utc(row.revoked_at),
+    )

@@ -1,0 +1,112 @@
+"""The service's commands: ``tensortune serve`` (the API over a database, served by
+uvicorn, and a coordinator thread that runs the submitted jobs on local workers) and
+``tensortune token create|list|revoke`` (the API tokens, kept in the database)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from typing import Any
+
+import uvicorn
+
+import workers
+from db import Role, SQLDatabase
+from tuner.arguments import int_in_range
+from tuner.service import create_app
+from tuner.service.coordinator import Coordinator
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+# How long an idle coordinator waits before it looks for jobs again; a job submitted
+# through this process's API wakes it at once.
+IDLE_SECONDS = 5.0
+
+
+def add_commands(commands: Any) -> None:
+    serve = commands.add_parser("serve", help="serve tuning jobs and the database over HTTP")
+    serve.add_argument(
+        "--host",
+        default=DEFAULT_HOST,
+        help=f"address to listen on (default {DEFAULT_HOST}: this machine only)",
+    )
+    serve.add_argument(
+        "--port",
+        type=int_in_range(0, 65535),
+        default=DEFAULT_PORT,
+        help=f"port to listen on (default {DEFAULT_PORT}; 0 picks a free one)",
+    )
+    serve.add_argument(
+        "--anonymous-reads",
+        action="store_true",
+        help="answer reads without a token (submitting and cancelling always need one)",
+    )
+    serve.add_argument("--url", "--db", dest="url", help="database URL (default: SQLite)")
+    serve.set_defaults(run=run_serve)
+
+    token = commands.add_parser("token", help="API tokens of the service")
+    actions = token.add_subparsers(dest="token_command", required=True)
+    create = actions.add_parser("create", help="make a token and print its secret once")
+    create.add_argument("--role", required=True, choices=[r.value for r in Role])
+    create.add_argument(
+        "--quota", type=int_in_range(0), help="most unfinished jobs at once (default: no limit)"
+    )
+    create.add_argument("--name", default="", help="who or what it is for (default: the role)")
+    create.set_defaults(run=run_token_create)
+    listing = actions.add_parser("list", help="the tokens, revoked ones too")
+    listing.set_defaults(run=run_token_list)
+    revoke = actions.add_parser("revoke", help="revoke a token: it stops working at once")
+    revoke.add_argument("id", type=int_in_range(1), help="the token's id (see token list)")
+    revoke.set_defaults(run=run_token_revoke)
+    for action in (create, listing, revoke):
+        action.add_argument("--url", "--db", dest="url", help="database URL (default: SQLite)")
+
+
+def run_serve(url: str, args: argparse.Namespace) -> None:
+    """Serve until interrupted; a job running then goes back to the queue after its
+    current batch, to resume from its records when the service starts again."""
+    with SQLDatabase(url) as database, workers.create("local") as backend:
+        coordinator = Coordinator(database, backend)
+        wake = threading.Event()
+        running = threading.Thread(
+            target=coordinator.run_until_stopped, args=(wake, IDLE_SECONDS), name="coordinator"
+        )
+        running.start()
+        try:
+            app = create_app(database, anonymous_reads=args.anonymous_reads, submitted=wake.set)
+            uvicorn.run(app, host=args.host, port=args.port, log_level="info", lifespan="off")
+        finally:
+            coordinator.stopping.set()
+            wake.set()
+            running.join()
+
+
+def run_token_create(url: str, args: argparse.Namespace) -> None:
+    with SQLDatabase(url) as database:
+        token, secret = database.create_token(
+            args.name or args.role, Role(args.role), quota=args.quota
+        )
+    print(secret)
+    quota = "no quota" if token.quota is None else f"quota {token.quota}"
+    print(
+        f"# token {token.id} {token.name!r}: role {token.role.value}, {quota}; the secret "
+        "above is shown only now",
+        file=sys.stderr,
+    )
+
+
+def run_token_list(url: str, args: argparse.Namespace) -> None:
+    with SQLDatabase(url) as database:
+        listed = database.tokens()
+    print(f"{'id':>5}  {'role':6}  {'quota':>5}  {'revoked':10}  name")
+    for token in listed:
+        quota = "-" if token.quota is None else str(token.quota)
+        revoked = "-" if token.revoked_at is None else token.revoked_at.date().isoformat()
+        print(f"{token.id:>5}  {token.role.value:6}  {quota:>5}  {revoked:10}  {token.name}")
+
+
+def run_token_revoke(url: str, args: argparse.Namespace) -> None:
+    with SQLDatabase(url) as database:
+        token = database.revoke_token(args.id)
+    print(f"token {token.id} {token.name!r} revoked")
