@@ -1,7 +1,8 @@
 """The ``tensortune`` commands: the argument parser, the ``db`` subcommands, and the
 one table that turns a named error into a message and an exit code (the ``tune``,
 ``best`` and ``records`` commands are in ``tuner.tune_commands``, ``serve`` and
-``token`` in ``tuner.service_commands``)."""
+``token`` in ``tuner.service_commands``, the service's clients ``submit``, ``jobs``,
+``watch`` and ``cancel`` in ``tuner.client_commands``)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from typing import NoReturn
 
 from db import DatabaseError, ImportSummary, RecordError, SQLDatabase, default_url, migrate
 from db.engine import in_memory, open_engine, shown
-from tuner import service_commands, tune_commands
+from tuner import client_commands, service_commands, tune_commands
 from tuner.arguments import int_in_range
+from tuner.client import ServiceError
 from tuner.tune_commands import UsageError
 from workers import WorkersError
 
@@ -22,6 +24,7 @@ EXIT_CODES: tuple[tuple[type[Exception], int], ...] = (
     (UsageError, 2),
     (DatabaseError, 1),
     (WorkersError, 1),
+    (ServiceError, 1),
     (OSError, 1),
 )
 
@@ -73,6 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     tune_commands.add_commands(commands)
     service_commands.add_commands(commands)
+    client_commands.add_commands(commands)
     db = commands.add_parser("db", help="the tuning database")
     db_commands = db.add_subparsers(dest="db_command", required=True)
 

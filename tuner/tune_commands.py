@@ -65,7 +65,7 @@ class Interrupted(KeyboardInterrupt):
 def add_commands(commands: Any) -> None:
     """Add ``tune``, ``best`` and ``records`` to the ``tensortune`` subcommands."""
     tune_parser = commands.add_parser("tune", help="tune one workload on this machine")
-    _workload_arguments(tune_parser)
+    workload_arguments(tune_parser)
     tune_parser.add_argument("--trials", type=int, default=64, help="trial budget (default 64)")
     tune_parser.add_argument(
         "--tuner",
@@ -100,12 +100,12 @@ def add_commands(commands: Any) -> None:
     tune_parser.set_defaults(run=run_tune)
 
     best = commands.add_parser("best", help="the best stored schedule of a workload")
-    _workload_arguments(best, key=True)
+    workload_arguments(best, key=True)
     best.add_argument("--json", action="store_true", help="print the trace JSON instead")
     best.set_defaults(run=run_best)
 
     records = commands.add_parser("records", help="stored records, newest first")
-    _workload_arguments(records, key=True, required=False)
+    workload_arguments(records, key=True, required=False)
     records.add_argument("--limit", type=int, default=20, help="records per page (default 20)")
     records.add_argument(
         "--before", type=int_in_range(1), help="page on: records older than this id"
@@ -113,7 +113,7 @@ def add_commands(commands: Any) -> None:
     records.set_defaults(run=run_records)
 
 
-def _workload_arguments(
+def workload_arguments(
     parser: argparse.ArgumentParser, *, key: bool = False, required: bool = True
 ) -> None:
     what = "an op, a spec JSON file" + (" or a workload key" if key else "")
@@ -243,7 +243,7 @@ def _stored_after_interrupt(url: str, task: TuneTask) -> str:
 
 
 def _task(args: argparse.Namespace) -> TuneTask:
-    spec = _spec(args)
+    spec = spec_from_arguments(args)
     try:
         return TuneTask.from_spec(spec, args.target)
     except (WorkloadError, TargetError) as err:
@@ -289,7 +289,7 @@ def _space(task: TuneTask, choice: str, options: TuneOptions) -> Space:
     return chosen
 
 
-def _spec(args: argparse.Namespace) -> dict[str, Any]:
+def spec_from_arguments(args: argparse.Namespace) -> dict[str, Any]:
     if args.spec is not None:
         if args.workload is not None or args.shape is not None or args.arg:
             raise UsageError("give either --spec or an op with --shape/--arg, not both")

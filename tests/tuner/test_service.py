@@ -39,18 +39,6 @@ def bearer(secret: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def admin(database) -> str:
-    """The secret of an admin token."""
-    return database.create_token("admin", Role.ADMIN)[1]
-
-
-@pytest.fixture
-def server(database) -> Iterator[str]:
-    with serving(create_app(database)) as url:
-        yield url
-
-
-@pytest.fixture
 def client(server, admin) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=server, timeout=30, headers=bearer(admin)) as opened:
         yield opened

@@ -1,22 +1,23 @@
 """The API's routes over one database.
 
 Jobs: submit (checked whole, 422 naming the bad field), list, get (per task the
-trials done and the best so far), cancel. Reads: the workloads and targets the
-database knows, a workload's best schedules on a target and its records, page by
-page; ``/healthz`` says whether the database answers. A query the database refuses
-is a 422 that says why. Routes are
-plain functions that FastAPI runs in its thread pool, so one slow query does not
-hold the others; the database opens a connection per call.
+trials done and the best so far), follow as Server-Sent Events, cancel. Reads: the
+workloads and targets the database knows, a workload's best schedules on a target
+and its records, page by page; ``/healthz`` says whether the database answers. A
+query the database refuses is a 422 that says why. Routes are plain functions that
+FastAPI runs in its thread pool, so one slow query does not hold the others; the
+database opens a connection per call.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 import db
 from db import (
@@ -57,6 +58,10 @@ NO_JOB: dict[int | str, dict[str, Any]] = {
 QUOTA: dict[int | str, dict[str, Any]] = {
     429: {"model": ErrorDetail, "description": "the token's quota of unfinished jobs is used"}
 }
+# How often an event stream looks at its job: progress lands in the database, written
+# by a coordinator that may run in another process.
+EVENT_POLL_SECONDS = 0.5
+FINISHED = ("done", "failed", "cancelled")
 # The largest request body taken: a job of many specs fits in a small fraction of it.
 MAX_BODY_BYTES = 1 << 20
 
@@ -177,6 +182,31 @@ def create_app(
     )
     def get_job(job_id: int) -> Job:
         return _job(database, _stored_job(database, job_id))
+
+    @app.get(
+        f"{API_PREFIX}/jobs/{{job_id}}/events",
+        responses={**NO_JOB, 200: {"content": {"text/event-stream": {}}}},
+        response_class=StreamingResponse,
+        dependencies=[reader],
+    )
+    def job_events(job_id: int) -> StreamingResponse:
+        """Server-Sent Events: a ``job`` event with the job (as ``GET /v1/jobs/{id}``
+        answers it) whenever it changes, then ``end`` once it is finished."""
+        _stored_job(database, job_id)
+
+        def stream() -> Iterator[str]:
+            last = None
+            while True:
+                job = _job(database, database.job(job_id))
+                if job != last:
+                    yield f"event: job\ndata: {job.model_dump_json()}\n\n"
+                    last = job
+                if job.status in FINISHED:
+                    yield "event: end\ndata: {}\n\n"
+                    return
+                time.sleep(EVENT_POLL_SECONDS)
+
+        return StreamingResponse(stream(), media_type="text/event-stream")
 
     @app.post(f"{API_PREFIX}/jobs/{{job_id}}/cancel", response_model=Job, responses=NO_JOB)
     def cancel_job(job_id: int, token: ApiToken | None = submitter) -> Job:

@@ -1,0 +1,125 @@
+"""A Python client of the tuning service (``tensortune serve``), on httpx.
+
+    from tuner.client import Client
+    with Client("http://tuning:8000", token) as service:
+        job = service.submit([{"op": "matmul", "args": {"m": 256, "n": 256, "k": 256}}])
+        for update in service.events(job["id"]):
+            print(update["status"], [t["trials_done"] for t in update["tasks"]])
+        print(service.best(job["tasks"][0]["workload_key"])[0]["python"])
+
+Answers are the JSON the API documents (``/openapi.json``); a refusal raises
+ServiceError with the HTTP status and the server's reason.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Self
+
+import httpx
+
+API = "/v1"
+
+
+class ServiceError(RuntimeError):
+    """The service refused a call (``status`` is the HTTP status) or could not be reached
+    (``status`` 0)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class Client:
+    def __init__(self, server: str, token: str | None = None, *, timeout: float = 30.0) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.server = server.rstrip("/")
+        self._http = httpx.Client(base_url=self.server, headers=headers, timeout=timeout)
+
+    def submit(
+        self,
+        workloads: Sequence[Mapping[str, Any]],
+        *,
+        target: str = "llvm",
+        trials: int = 64,
+        tuner: str = "auto",
+        space: str = "auto",
+        seed: int = 0,
+    ) -> dict[str, Any]:
+        """Queue a job tuning each workload (an operator spec) for ``trials`` trials."""
+        body = {
+            "workloads": [dict(w) for w in workloads],
+            "target": target,
+            "trials": trials,
+            "tuner": tuner,
+            "space": space,
+            "seed": seed,
+        }
+        return self._call("POST", f"{API}/jobs", json=body)
+
+    def jobs(self, status: str | None = None, *, limit: int = 100) -> list[dict[str, Any]]:
+        params: dict[str, Any] = {"limit": limit}
+        if status is not None:
+            params["status"] = status
+        return self._call("GET", f"{API}/jobs", params=params)
+
+    def job(self, job_id: int) -> dict[str, Any]:
+        return self._call("GET", f"{API}/jobs/{job_id}")
+
+    def cancel(self, job_id: int) -> dict[str, Any]:
+        return self._call("POST", f"{API}/jobs/{job_id}/cancel")
+
+    def best(self, workload_key: str, *, target: str = "llvm", k: int = 1) -> list[dict[str, Any]]:
+        return self._call(
+            "GET", f"{API}/workloads/{workload_key}/best", params={"target": target, "k": k}
+        )
+
+    def events(self, job_id: int) -> Iterator[dict[str, Any]]:
+        """The job each time it changes, from the service's event stream, until it is
+        finished (the last one is the finished job)."""
+        url = f"{API}/jobs/{job_id}/events"
+        try:
+            with self._http.stream("GET", url, timeout=None) as answer:
+                _check(answer, read=True)
+                event = None
+                for line in answer.iter_lines():
+                    if line.startswith("event:"):
+                        event = line.partition(":")[2].strip()
+                    elif line.startswith("data:") and event == "job":
+                        yield json.loads(line.partition(":")[2])
+                    elif not line and event == "end":
+                        return
+        except httpx.TransportError as err:
+            raise ServiceError(0, f"{self.server}: {err}") from None
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, method: str, path: str, **options: Any) -> Any:
+        try:
+            answer = self._http.request(method, path, **options)
+        except httpx.TransportError as err:
+            raise ServiceError(0, f"{self.server}: {err}") from None
+        _check(answer)
+        return answer.json()
+
+
+def _check(answer: httpx.Response, *, read: bool = False) -> None:
+    if answer.is_success:
+        return
+    if read:
+        answer.read()
+    try:
+        detail = answer.json().get("detail", answer.text)
+    except ValueError:
+        detail = answer.text
+    if not isinstance(detail, str):
+        detail = json.dumps(detail)
+    raise ServiceError(answer.status_code, f"HTTP {answer.status_code}: {detail}")

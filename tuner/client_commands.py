@@ -1,0 +1,104 @@
+"""The commands that talk to a tuning service instead of tuning here: ``submit``
+(the same workload arguments as ``tune``), ``jobs``, ``watch ID`` (the progress bar of
+``tune``, fed by the job's event stream) and ``cancel ID``. The service is
+``--server`` or ``$TENSORTUNE_SERVER``, the token ``--token`` or ``$TENSORTUNE_TOKEN``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from tuner.arguments import int_in_range
+from tuner.client import Client
+from tuner.progress import Progress
+from tuner.tune_commands import UsageError, spec_from_arguments, workload_arguments
+
+SERVER_VARIABLE = "TENSORTUNE_SERVER"
+TOKEN_VARIABLE = "TENSORTUNE_TOKEN"
+
+
+def add_commands(commands: Any) -> None:
+    submit = commands.add_parser("submit", help="queue a tuning job on a tensortune service")
+    workload_arguments(submit)
+    submit.add_argument("--trials", type=int_in_range(1), default=64, help="trial budget")
+    submit.add_argument("--tuner", default="auto", help="search strategy (default auto)")
+    submit.add_argument(
+        "--space", default="auto", choices=("auto", "template", "generated"), help="the space"
+    )
+    submit.add_argument("--seed", type=int_in_range(0), default=0, help="seed of every choice")
+    submit.set_defaults(run=_run(_submit))
+    jobs = commands.add_parser("jobs", help="the jobs of a tensortune service, newest first")
+    jobs.add_argument("--status", choices=("queued", "running", "done", "failed", "cancelled"))
+    jobs.set_defaults(run=_run(_jobs))
+    watch = commands.add_parser("watch", help="follow a job of a tensortune service to its end")
+    watch.add_argument("id", type=int_in_range(1), help="the job's id")
+    watch.set_defaults(run=_run(_watch))
+    cancel = commands.add_parser("cancel", help="cancel a job of a tensortune service")
+    cancel.add_argument("id", type=int_in_range(1), help="the job's id")
+    cancel.set_defaults(run=_run(_cancel))
+    for parser in (submit, jobs, watch, cancel):
+        parser.add_argument("--server", help=f"the service's URL (default ${SERVER_VARIABLE})")
+        parser.add_argument("--token", help=f"an API token (default ${TOKEN_VARIABLE})")
+    for parser in (jobs, watch, cancel):
+        parser.set_defaults(url=None)  # no database here: the service has its own
+
+
+def _run(command: Any) -> Any:
+    """The command with a client of the service the arguments name; the database URL
+    that every command gets is not used (the service has its own)."""
+
+    def run(_url: str, args: argparse.Namespace) -> None:
+        server = args.server or os.environ.get(SERVER_VARIABLE)
+        if not server:
+            raise UsageError(f"name the service: --server URL or ${SERVER_VARIABLE}")
+        token = args.token or os.environ.get(TOKEN_VARIABLE)
+        with Client(server, token) as client:
+            command(client, args)
+
+    return run
+
+
+def _submit(client: Client, args: argparse.Namespace) -> None:
+    job = client.submit(
+        [spec_from_arguments(args)],
+        target=args.target,
+        trials=args.trials,
+        tuner=args.tuner,
+        space=args.space,
+        seed=args.seed,
+    )
+    print(f"job {job['id']} queued: tensortune watch {job['id']}")
+
+
+def _jobs(client: Client, args: argparse.Namespace) -> None:
+    print(f"{'id':>6}  {'status':9}  {'trials':>13}  {'best GFLOP/s':>12}  workloads")
+    for job in client.jobs(args.status):
+        done = sum(t["trials_done"] for t in job["tasks"])
+        asked = sum(t["trials_asked"] for t in job["tasks"])
+        rates = [t["best_gflops"] for t in job["tasks"] if t["best_gflops"]]
+        best = f"{max(rates):.2f}" if rates else "-"
+        names = ", ".join(w.get("op", "?") for w in job["request"]["workloads"])
+        print(f"{job['id']:>6}  {job['status']:9}  {f'{done}/{asked}':>13}  {best:>12}  {names}")
+
+
+def _watch(client: Client, args: argparse.Namespace) -> None:
+    progress: Progress | None = None
+    job: dict[str, Any] = {}
+    for job in client.events(args.id):
+        if progress is None:
+            progress = Progress(
+                sum(t["trials_asked"] for t in job["tasks"]), label=f"job {job['id']}"
+            )
+        rates = [t["best_gflops"] for t in job["tasks"] if t["best_gflops"]]
+        progress.update(sum(t["trials_done"] for t in job["tasks"]), max(rates, default=None), 0)
+    if progress is not None:
+        progress.finish()
+    print(
+        f"job {args.id}: {job.get('status')}" + (f" ({job['error']})" if job.get("error") else "")
+    )
+
+
+def _cancel(client: Client, args: argparse.Namespace) -> None:
+    job = client.cancel(args.id)
+    print(f"job {job['id']}: {job['status']}")
