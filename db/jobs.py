@@ -12,7 +12,7 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Select, insert, or_, select, update
+from sqlalchemy import Connection, Engine, Select, func, insert, or_, select, update
 
 from db.errors import RecordError
 from db.models import JobRow, TaskRow
@@ -82,6 +82,13 @@ def load_jobs(connection: Connection, status: JobStatus | None) -> list[Job]:
     if status is not None:
         stmt = stmt.where(JobRow.status == JobStatus(status).value)
     return [load_job(connection, job_id) for job_id in connection.execute(stmt).scalars()]
+
+
+def job_counts(connection: Connection) -> dict[JobStatus, int]:
+    """How many jobs are in each status (every status, zero included)."""
+    rows = connection.execute(select(JobRow.status, func.count()).group_by(JobRow.status))
+    counted = {JobStatus(status): count for status, count in rows}
+    return {status: counted.get(status, 0) for status in JobStatus}
 
 
 def existing_job_ids(connection: Connection, job_ids: Collection[int]) -> list[int]:

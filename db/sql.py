@@ -319,6 +319,11 @@ class SQLDatabase(Database):
         with self._engine.connect() as connection:
             return jobs.load_jobs(connection, status)
 
+    def job_counts(self) -> dict[JobStatus, int]:
+        """How many jobs are in each status."""
+        with self._engine.connect() as connection:
+            return jobs.job_counts(connection)
+
     def claim_job(
         self, coordinator: str = "", *, stale_after: timedelta = STALE_AFTER
     ) -> Job | None:

@@ -270,3 +270,14 @@ def test_tokens_are_made_listed_and_revoked_from_the_command_line(database, caps
     assert "submit" in capsys.readouterr().out
     assert cli.main(["token", "revoke", str(token.id), "--url", url]) == 0
     assert database.token_for_secret(secret) is None
+
+
+def test_metrics_count_jobs_records_and_requests(client, database, matmul) -> None:
+    job = client.post("/v1/jobs", json=JOB).json()
+    client.post(f"/v1/jobs/{job['id']}/cancel")
+    text = httpx.get(f"{client.base_url}/metrics").text
+    assert 'tensortune_jobs{status="cancelled"} 1.0' in text
+    assert 'tensortune_jobs{status="queued"} 0.0' in text
+    assert 'tensortune_records{outcome="ok"} 3.0' in text
+    assert 'tensortune_records{outcome="wrong_result"} 0.0' in text
+    assert 'tensortune_request_seconds_count{method="POST",route="/v1/jobs"} 1.0' in text

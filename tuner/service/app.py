@@ -33,6 +33,7 @@ from db import (
 from db import Job as StoredJob
 from tuner.service import jobs
 from tuner.service.access import caller
+from tuner.service.metrics import add_metrics
 from tuner.service.schemas import (
     BestSchedule,
     ErrorDetail,
@@ -81,6 +82,7 @@ def create_app(
         summary="Tuned schedules of tensor programs: the tuning database over HTTP.",
         version="1",
     )
+    add_metrics(app, database)
     reader = Depends(caller(database, Role.READ, anonymous_reads))
     submitter = Depends(caller(database, Role.SUBMIT, anonymous_reads))
 
