@@ -1,12 +1,17 @@
 """The service's commands: ``tensortune serve`` (the API over a database, served by
-uvicorn, and a coordinator thread that runs the submitted jobs on local workers) and
-``tensortune token create|list|revoke`` (the API tokens, kept in the database)."""
+uvicorn, and a coordinator thread that runs the submitted jobs), ``tensortune
+coordinator`` (a coordinator alone, to run beside a server or several on one
+PostgreSQL) and ``tensortune token create|list|revoke`` (the API tokens, kept in the
+database). Both run their jobs on local workers or on a Ray cluster (``--workers``,
+``--ray-address``)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import uvicorn
@@ -16,6 +21,7 @@ from db import Role, SQLDatabase
 from tuner.arguments import int_in_range
 from tuner.service import create_app
 from tuner.service.coordinator import Coordinator
+from tuner.tune_commands import backend_of, worker_arguments
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
@@ -43,7 +49,15 @@ def add_commands(commands: Any) -> None:
         help="answer reads without a token (submitting and cancelling always need one)",
     )
     serve.add_argument("--url", "--db", dest="url", help="database URL (default: SQLite)")
+    worker_arguments(serve)
     serve.set_defaults(run=run_serve)
+
+    coordinator = commands.add_parser(
+        "coordinator", help="run the queued jobs of a database (beside a serve, or many)"
+    )
+    coordinator.add_argument("--url", "--db", dest="url", help="database URL (default: SQLite)")
+    worker_arguments(coordinator)
+    coordinator.set_defaults(run=run_coordinator)
 
     token = commands.add_parser("token", help="API tokens of the service")
     actions = token.add_subparsers(dest="token_command", required=True)
@@ -66,20 +80,40 @@ def add_commands(commands: Any) -> None:
 def run_serve(url: str, args: argparse.Namespace) -> None:
     """Serve until interrupted; a job running then goes back to the queue after its
     current batch, to resume from its records when the service starts again."""
-    with SQLDatabase(url) as database, workers.create("local") as backend:
-        coordinator = Coordinator(database, backend)
+    kind, options = backend_of(args)
+    with SQLDatabase(url) as database, workers.create(kind, **options) as backend:
         wake = threading.Event()
-        running = threading.Thread(
-            target=coordinator.run_until_stopped, args=(wake, IDLE_SECONDS), name="coordinator"
-        )
-        running.start()
-        try:
+        with _coordinating(Coordinator(database, backend), wake):
             app = create_app(database, anonymous_reads=args.anonymous_reads, submitted=wake.set)
             uvicorn.run(app, host=args.host, port=args.port, log_level="info", lifespan="off")
-        finally:
-            coordinator.stopping.set()
-            wake.set()
-            running.join()
+
+
+def run_coordinator(url: str, args: argparse.Namespace) -> None:
+    """Run queued jobs until interrupted (Ctrl-C): the running job then goes back to
+    the queue after its current batch. Several coordinators may share one database."""
+    kind, options = backend_of(args)
+    with SQLDatabase(url) as database, workers.create(kind, **options) as backend:
+        coordinator = Coordinator(database, backend)
+        print(f"coordinator {coordinator.name}: running the queued jobs of {url}", file=sys.stderr)
+        with _coordinating(coordinator, threading.Event()) as running:
+            while running.is_alive():
+                running.join(timeout=IDLE_SECONDS)
+
+
+@contextmanager
+def _coordinating(coordinator: Coordinator, wake: threading.Event) -> Iterator[threading.Thread]:
+    """The coordinator running in a thread of its own while the block runs; when the
+    block ends (or is interrupted), it stops after its current batch."""
+    running = threading.Thread(
+        target=coordinator.run_until_stopped, args=(wake, IDLE_SECONDS), name="coordinator"
+    )
+    running.start()
+    try:
+        yield running
+    finally:
+        coordinator.stopping.set()
+        wake.set()
+        running.join()
 
 
 def run_token_create(url: str, args: argparse.Namespace) -> None:

@@ -89,14 +89,7 @@ def add_commands(commands: Any) -> None:
         action="store_false",
         help="do not learn from the records of similar workloads",
     )
-    tune_parser.add_argument("--workers", choices=workers.KINDS, default="local")
-    tune_parser.add_argument("--ray-address", help="a Ray cluster to use (implies --workers ray)")
-    tune_parser.add_argument(
-        "--ray-connect-timeout",
-        type=float,
-        default=RAY_CONNECT_TIMEOUT_S,
-        help=f"seconds to wait for the Ray cluster to answer (default {RAY_CONNECT_TIMEOUT_S:g})",
-    )
+    worker_arguments(tune_parser)
     tune_parser.set_defaults(run=run_tune)
 
     best = commands.add_parser("best", help="the best stored schedule of a workload")
@@ -111,6 +104,18 @@ def add_commands(commands: Any) -> None:
         "--before", type=int_in_range(1), help="page on: records older than this id"
     )
     records.set_defaults(run=run_records)
+
+
+def worker_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--workers``, ``--ray-address``, ``--ray-connect-timeout`` (see ``backend_of``)."""
+    parser.add_argument("--workers", choices=workers.KINDS, default="local")
+    parser.add_argument("--ray-address", help="a Ray cluster to use (implies --workers ray)")
+    parser.add_argument(
+        "--ray-connect-timeout",
+        type=float,
+        default=RAY_CONNECT_TIMEOUT_S,
+        help=f"seconds to wait for the Ray cluster to answer (default {RAY_CONNECT_TIMEOUT_S:g})",
+    )
 
 
 def workload_arguments(
@@ -141,7 +146,7 @@ def run_tune(url: str, args: argparse.Namespace) -> None:
     task = _task(args)
     options = _tune_options(args)
     searched = _space(task, args.space, options)
-    kind, backend_options = _backend(args)
+    kind, backend_options = backend_of(args)
     try:
         with db.create(url) as database, workers.create(kind, **backend_options) as backend:
             progress = Progress(options.trials, label=repr(task))
@@ -207,7 +212,7 @@ def run_records(url: str, args: argparse.Namespace) -> None:
         print(f"more: --before {page[-1].id}")
 
 
-def _backend(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+def backend_of(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     """The workers kind and its options, the Ray address and timeout checked."""
     if args.ray_address is None and args.workers != "ray":
         return args.workers, {}

@@ -159,3 +159,20 @@ def test_a_bad_request_is_refused_whole_naming_the_field(database, request_, nam
     with pytest.raises(JobRequestError, match=named.replace("[", r"\[")):
         submit(database, request_)
     assert database.jobs() == [] and database.workloads() == []
+
+
+def test_the_coordinator_command_runs_the_queue_and_stops_on_ctrl_c(database) -> None:
+    job = submit(database, JobRequest((RELU,), trials=2, tuner="random"))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = [sys.executable, "-m", "tuner.cli", "coordinator", "--url", str(database.url)]
+    running = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while database.job(job.id).status is not JobStatus.DONE:
+            assert running.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        running.send_signal(signal.SIGINT)
+        _, err = running.communicate(timeout=120)
+    assert running.returncode in (0, 130)
+    assert "running the queued jobs" in err and "Traceback" not in err
