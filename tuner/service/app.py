@@ -31,6 +31,7 @@ from db import (
     WorkloadEntry,
 )
 from db import Job as StoredJob
+from db.jobs import FINAL
 from tuner.service import jobs
 from tuner.service.access import caller
 from tuner.service.metrics import add_metrics
@@ -62,7 +63,6 @@ QUOTA: dict[int | str, dict[str, Any]] = {
 # How often an event stream looks at its job: progress lands in the database, written
 # by a coordinator that may run in another process.
 EVENT_POLL_SECONDS = 0.5
-FINISHED = ("done", "failed", "cancelled")
 # The largest request body taken: a job of many specs fits in a small fraction of it.
 MAX_BODY_BYTES = 1 << 20
 
@@ -194,16 +194,17 @@ def create_app(
     def job_events(job_id: int) -> StreamingResponse:
         """Server-Sent Events: a ``job`` event with the job (as ``GET /v1/jobs/{id}``
         answers it) whenever it changes, then ``end`` once it is finished."""
-        _stored_job(database, job_id)
+        flops = _flop_counts(database, _stored_job(database, job_id))
 
         def stream() -> Iterator[str]:
             last = None
             while True:
-                job = _job(database, database.job(job_id))
+                stored = database.job(job_id)
+                job = _job_model(stored, flops)
                 if job != last:
                     yield f"event: job\ndata: {job.model_dump_json()}\n\n"
                     last = job
-                if job.status in FINISHED:
+                if stored.status in FINAL:
                     yield "event: end\ndata: {}\n\n"
                     return
                 time.sleep(EVENT_POLL_SECONDS)
@@ -233,7 +234,16 @@ def _stored_job(database: SQLDatabase, job_id: int) -> StoredJob:
 
 
 def _job(database: SQLDatabase, job: StoredJob) -> Job:
-    flops = {e.key: e.flop_count for e in database.workloads({t.workload_key for t in job.tasks})}
+    return _job_model(job, _flop_counts(database, job))
+
+
+def _flop_counts(database: SQLDatabase, job: StoredJob) -> dict[str, int | None]:
+    """The flop count of each workload the job tunes, by key."""
+    keys = {t.workload_key for t in job.tasks}
+    return {entry.key: entry.flop_count for entry in database.workloads(keys)}
+
+
+def _job_model(job: StoredJob, flops: dict[str, int | None]) -> Job:
     return Job(
         id=job.id,
         status=job.status.value,

@@ -21,7 +21,7 @@ from datetime import timedelta
 from db import Job, JobStatus, JobTask, SQLDatabase
 from db.sql import STALE_AFTER
 from tuner.progress import Progress
-from tuner.service.jobs import JobRequest, paired
+from tuner.service.jobs import JobRequest
 from tuner.space_choice import choose_space
 from tuner.task import TuneTask
 from tuner.tune import tune
@@ -78,7 +78,7 @@ class Coordinator:
     def _run(self, job: Job) -> Job:
         try:
             request = JobRequest.from_json(job.spec)
-            for row, spec in paired(job, request):
+            for row, spec in zip(job.tasks, request.workloads, strict=True):
                 if self._should_stop(job.id):
                     break
                 if row.status is JobStatus.DONE:

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from db import Job, JobStatus, JobTask, SQLDatabase
+from db import Job, JobStatus, SQLDatabase
 from tuner.space_choice import choose_space
 from tuner.task import TuneTask
 from tuner.tune import TuneOptions, check_search
@@ -63,7 +63,7 @@ def submit(database: SQLDatabase, request: JobRequest, *, token_id: int | None =
     if request.space not in SPACES:
         raise JobRequestError(f"space: {request.space!r} is not one of {', '.join(SPACES)}")
     try:
-        request.options(request.trials)
+        options = request.options(request.trials)
     except ValueError as err:
         raise JobRequestError(str(err)) from None
     tasks = request.tasks()
@@ -73,7 +73,7 @@ def submit(database: SQLDatabase, request: JobRequest, *, token_id: int | None =
         except ValueError as err:
             raise JobRequestError(f"workloads[{k}]: {err}") from None
         try:
-            check_search(space, request.options(request.trials))
+            check_search(space, options)
         except ValueError as err:
             raise JobRequestError(f"tuner: {err}") from None
     for task in tasks:
@@ -92,8 +92,3 @@ def cancel(database: SQLDatabase, job_id: int) -> Job:
     if job.status in (JobStatus.QUEUED, JobStatus.RUNNING):
         return database.set_job_status(job_id, JobStatus.CANCELLED)
     return job
-
-
-def paired(job: Job, request: JobRequest) -> list[tuple[JobTask, dict[str, Any]]]:
-    """Each task of ``job`` with the workload spec it was made from (same order)."""
-    return list(zip(job.tasks, request.workloads, strict=True))
