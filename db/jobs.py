@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Select, func, insert, or_, select, update
 
 from db.errors import RecordError
-from db.models import JobRow, TaskRow
+from db.models import JobRow, RecordRow, TargetRow, TaskRow, WorkloadRow
 from db.queries import ensure_targets, now, task_select, to_job, to_task, workload_rows
 from db.record import Job, JobStatus, JobTask
 from db.validate import target_key
@@ -28,8 +28,11 @@ def create_job(
     spec: Mapping[str, Any],
     tasks: Sequence[tuple[str, str, int]],
     token_id: int | None = None,
+    priority: int = 0,
 ) -> Job:
     spec = _check_spec(spec)
+    if type(priority) is not int:
+        raise RecordError(f"priority: must be an integer, got {priority!r}")
     with engine.begin() as connection:
         workloads = workload_rows(connection, {key for key, _, _ in tasks})
         targets = [target_key(target, f"tasks[{i}]") for i, (_, target, _) in enumerate(tasks)]
@@ -43,7 +46,13 @@ def create_job(
         created = now()
         job_id = connection.execute(
             insert(JobRow)
-            .values(status=JobStatus.QUEUED.value, spec=spec, created_at=created, token_id=token_id)
+            .values(
+                status=JobStatus.QUEUED.value,
+                spec=spec,
+                created_at=created,
+                token_id=token_id,
+                priority=priority,
+            )
             .returning(JobRow.id)
         ).scalar_one()
         target_ids = ensure_targets(connection, set(targets))
@@ -70,18 +79,58 @@ def _check_spec(spec: Any) -> dict[str, Any]:
 
 
 def load_job(connection: Connection, job_id: int) -> Job:
-    row = connection.execute(select(JobRow.__table__).where(JobRow.id == job_id)).first()
-    if row is None:
+    found = load_jobs_by_id(connection, [job_id])
+    if not found:
         raise RecordError(f"no job with id {job_id!r}")
-    tasks = connection.execute(task_select().where(TaskRow.job_id == job_id).order_by(TaskRow.id))
-    return to_job(row, [to_task(t) for t in tasks])
+    return found[0]
 
 
-def load_jobs(connection: Connection, status: JobStatus | None) -> list[Job]:
-    stmt = select(JobRow.id).order_by(JobRow.id.desc())
+def load_jobs(
+    connection: Connection,
+    status: JobStatus | None,
+    *,
+    limit: int | None = None,
+    before_id: int | None = None,
+) -> list[Job]:
+    """Jobs newest first: those in ``status`` (all when None), at most ``limit``, and
+    only those older than the job ``before_id`` (to page on)."""
+    stmt = select(JobRow.id).order_by(JobRow.id.desc()).limit(limit)
     if status is not None:
         stmt = stmt.where(JobRow.status == JobStatus(status).value)
-    return [load_job(connection, job_id) for job_id in connection.execute(stmt).scalars()]
+    if before_id is not None:
+        stmt = stmt.where(JobRow.id < before_id)
+    return load_jobs_by_id(connection, list(connection.execute(stmt).scalars()))
+
+
+def load_jobs_by_id(connection: Connection, job_ids: Sequence[int]) -> list[Job]:
+    """The jobs of ``job_ids`` that exist, in that order, each with its tasks and how
+    its measurements ended: three queries, however many jobs."""
+    rows = connection.execute(select(JobRow.__table__).where(JobRow.id.in_(job_ids)))
+    by_id = {row.id: row for row in rows}
+    tasks: dict[int, list[JobTask]] = {job_id: [] for job_id in by_id}
+    outcomes = _outcomes(connection, list(by_id))
+    stmt = task_select().where(TaskRow.job_id.in_(list(by_id))).order_by(TaskRow.id)
+    for row in connection.execute(stmt):
+        tasks[row.job_id].append(to_task(row, outcomes.get((row.job_id, row.key, row.target))))
+    return [to_job(by_id[i], tasks[i]) for i in job_ids if i in by_id]
+
+
+def _outcomes(
+    connection: Connection, job_ids: Sequence[int]
+) -> dict[tuple[int, str, str], dict[str, int]]:
+    """How many records each job measured, by (job, workload key, target) and by
+    status ("ok" or the error kind)."""
+    stmt = (
+        select(RecordRow.job_id, WorkloadRow.key, TargetRow.target, RecordRow.status, func.count())
+        .join(WorkloadRow, RecordRow.workload_id == WorkloadRow.id)
+        .join(TargetRow, RecordRow.target_id == TargetRow.id)
+        .where(RecordRow.job_id.in_(job_ids), RecordRow.purpose == "search")
+        .group_by(RecordRow.job_id, WorkloadRow.key, TargetRow.target, RecordRow.status)
+    )
+    found: dict[tuple[int, str, str], dict[str, int]] = {}
+    for row in connection.execute(stmt):
+        found.setdefault((row.job_id, row.key, row.target), {})[row.status] = row[-1]
+    return found
 
 
 def job_counts(connection: Connection) -> dict[JobStatus, int]:
@@ -96,8 +145,8 @@ def existing_job_ids(connection: Connection, job_ids: Collection[int]) -> list[i
 
 
 def claim_job(engine: Engine, coordinator: str, stale_after: timedelta) -> Job | None:
-    """The oldest queued job, now running for ``coordinator``, or None when none is
-    queued. First every running job whose coordinator has not beaten its heart for
+    """The queued job of the highest priority (the oldest among equals), now running
+    for ``coordinator``, or None when none is queued. First every running job whose coordinator has not beaten its heart for
     ``stale_after`` goes back to the queue (its tasks too, but for finished ones).
     Several coordinators may claim at once: the claim moves the job only if it is
     still queued, so exactly one of them gets it (on PostgreSQL the others also skip
@@ -106,7 +155,7 @@ def claim_job(engine: Engine, coordinator: str, stale_after: timedelta) -> Job |
         _requeue_stale(connection, now() - stale_after)
     while True:  # a lost race means another coordinator got a job: try the next one
         with engine.begin() as connection:
-            job_id = connection.execute(_oldest_queued()).scalar()
+            job_id = connection.execute(_next_queued()).scalar()
             if job_id is None:
                 return None
             claimed = connection.execute(
@@ -123,11 +172,11 @@ def claim_job(engine: Engine, coordinator: str, stale_after: timedelta) -> Job |
                 return load_job(connection, job_id)
 
 
-def _oldest_queued() -> Select[int]:
+def _next_queued() -> Select[int]:
     return (
         select(JobRow.id)
         .where(JobRow.status == JobStatus.QUEUED.value)
-        .order_by(JobRow.id)
+        .order_by(JobRow.priority.desc(), JobRow.id)
         .limit(1)
         .with_for_update(skip_locked=True)
     )

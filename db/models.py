@@ -28,6 +28,7 @@ from sqlalchemy import (
     MetaData,
     String,
     Text,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -94,7 +95,11 @@ class TokenRow(Base):
 
 class JobRow(Base):
     __tablename__ = "jobs"
-    __table_args__ = (CheckConstraint(_in("status", JOB_STATUSES), name="status"),)
+    __table_args__ = (
+        CheckConstraint(_in("status", JOB_STATUSES), name="status"),
+        # claim_job(): the queued job of the highest priority, the oldest among equals
+        Index("ix_jobs_queue", "status", "priority", "id"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     status: Mapped[str] = mapped_column(String(16))
@@ -106,6 +111,7 @@ class JobRow(Base):
     coordinator: Mapped[str | None] = mapped_column(String(128))
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     token_id: Mapped[int | None] = mapped_column(ForeignKey("tokens.id"))
+    priority: Mapped[int] = mapped_column(Integer, server_default=text("0"))
 
 
 class TaskRow(Base):

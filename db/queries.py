@@ -7,7 +7,7 @@ nowhere else.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -164,7 +164,7 @@ def to_workload(row: Row) -> WorkloadEntry:
     return WorkloadEntry(row.key, row.name, row.json, row.flop_count)
 
 
-def to_task(t: Row) -> JobTask:
+def to_task(t: Row, outcomes: Mapping[str, int] | None = None) -> JobTask:
     return JobTask(
         id=t.id,
         job_id=t.job_id,
@@ -177,6 +177,7 @@ def to_task(t: Row) -> JobTask:
         created_at=as_utc(t.created_at),
         started_at=_optional_utc(t.started_at),
         finished_at=_optional_utc(t.finished_at),
+        outcomes=outcomes or {},
     )
 
 
@@ -201,6 +202,7 @@ def to_job(row: Row, tasks: Iterable[JobTask]) -> Job:
         coordinator=row.coordinator,
         heartbeat_at=_optional_utc(row.heartbeat_at),
         token_id=row.token_id,
+        priority=row.priority,
     )
 
 

@@ -192,6 +192,9 @@ class JobTask:
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    # The job's own measurements of this task by status ("ok" or an error kind);
+    # trials restored from earlier records are not among them.
+    outcomes: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -209,3 +212,4 @@ class Job:
     coordinator: str | None = None
     heartbeat_at: datetime | None = None
     token_id: int | None = None
+    priority: int = 0

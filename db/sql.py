@@ -284,10 +284,12 @@ class SQLDatabase(Database):
         tasks: Sequence[tuple[str, str, int]],
         *,
         token_id: int | None = None,
+        priority: int = 0,
     ) -> Job:
         """A queued job with its ``spec`` (as submitted, JSON) and one task per
-        (workload key, target, trials asked); ``token_id`` names who submitted it."""
-        return jobs.create_job(self._writer, spec, tasks, token_id)
+        (workload key, target, trials asked); ``token_id`` names who submitted it. Of
+        the queued jobs, those of a higher ``priority`` are claimed first."""
+        return jobs.create_job(self._writer, spec, tasks, token_id, priority)
 
     # API tokens (``db.tokens``) ------------------------------------------------------
 
@@ -315,9 +317,17 @@ class SQLDatabase(Database):
         with self._engine.connect() as connection:
             return jobs.load_job(connection, job_id)
 
-    def jobs(self, status: JobStatus | None = None) -> list[Job]:
+    def jobs(
+        self,
+        status: JobStatus | None = None,
+        *,
+        limit: int | None = None,
+        before_id: int | None = None,
+    ) -> list[Job]:
+        """Jobs newest first, those in ``status`` only when it is given; at most
+        ``limit``, older than the job ``before_id`` when it is given (to page on)."""
         with self._engine.connect() as connection:
-            return jobs.load_jobs(connection, status)
+            return jobs.load_jobs(connection, status, limit=limit, before_id=before_id)
 
     def job_counts(self) -> dict[JobStatus, int]:
         """How many jobs are in each status."""
@@ -327,9 +337,10 @@ class SQLDatabase(Database):
     def claim_job(
         self, coordinator: str = "", *, stale_after: timedelta = STALE_AFTER
     ) -> Job | None:
-        """The oldest queued job, moved to running for ``coordinator`` alone; None when
-        no job is queued. Running jobs whose coordinator has not beaten for
-        ``stale_after`` are requeued first (see ``db.jobs.claim_job``)."""
+        """The next queued job (highest priority, then oldest), moved to running for
+        ``coordinator`` alone; None when no job is queued. Running jobs whose
+        coordinator has not beaten for ``stale_after`` are requeued first (see
+        ``db.jobs.claim_job``)."""
         return jobs.claim_job(self._writer, coordinator, stale_after)
 
     def beat(self, job_id: int, coordinator: str) -> bool:

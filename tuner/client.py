@@ -46,8 +46,10 @@ class Client:
         tuner: str = "auto",
         space: str = "auto",
         seed: int = 0,
+        priority: int = 0,
     ) -> dict[str, Any]:
-        """Queue a job tuning each workload (an operator spec) for ``trials`` trials."""
+        """Queue a job tuning each workload (an operator spec) for ``trials`` trials;
+        queued jobs of a higher ``priority`` run first."""
         body = {
             "workloads": [dict(w) for w in workloads],
             "target": target,
@@ -55,13 +57,20 @@ class Client:
             "tuner": tuner,
             "space": space,
             "seed": seed,
+            "priority": priority,
         }
         return self._call("POST", f"{API}/jobs", json=body)
 
-    def jobs(self, status: str | None = None, *, limit: int = 100) -> list[dict[str, Any]]:
+    def jobs(
+        self, status: str | None = None, *, limit: int = 100, before_id: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Jobs newest first (in ``status`` only, when given); the next page is the
+        jobs ``before_id`` the last one's id."""
         params: dict[str, Any] = {"limit": limit}
         if status is not None:
             params["status"] = status
+        if before_id is not None:
+            params["before_id"] = before_id
         return self._call("GET", f"{API}/jobs", params=params)
 
     def job(self, job_id: int) -> dict[str, Any]:
@@ -70,10 +79,16 @@ class Client:
     def cancel(self, job_id: int) -> dict[str, Any]:
         return self._call("POST", f"{API}/jobs/{job_id}/cancel")
 
-    def best(self, workload_key: str, *, target: str = "llvm", k: int = 1) -> list[dict[str, Any]]:
-        return self._call(
-            "GET", f"{API}/workloads/{workload_key}/best", params={"target": target, "k": k}
-        )
+    def best(
+        self, workload: str | Mapping[str, Any], *, target: str = "llvm", k: int = 1
+    ) -> list[dict[str, Any]]:
+        """The ``k`` fastest stored schedules of ``workload`` (a stored workload's key,
+        or an operator spec) on ``target``, the fastest first."""
+        if isinstance(workload, str):
+            params = {"target": target, "k": k}
+            return self._call("GET", f"{API}/workloads/{workload}/best", params=params)
+        body = {"workload": dict(workload), "target": target, "k": k}
+        return self._call("POST", f"{API}/best", json=body)
 
     def events(self, job_id: int) -> Iterator[dict[str, Any]]:
         """The job each time it changes, from the service's event stream, until it is

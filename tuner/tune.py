@@ -166,11 +166,13 @@ def tune(
     progress: Progress | None = None,
     space: spaces.Space | None = None,
     should_stop: Callable[[], bool] | None = None,
+    job_id: int | None = None,
 ) -> TuneResult:
-    """Tune ``task`` with ``workers``, storing every measurement in ``database``. The
-    search is over ``space`` (of the task's workload), by default the template that
-    fits (``options.template`` names another). ``should_stop`` is asked after each
-    batch; when it answers True the run ends there ("cancelled"), without re-timing."""
+    """Tune ``task`` with ``workers``, storing every measurement in ``database`` (as
+    measured by the stored job ``job_id``, when one is given). The search is over
+    ``space`` (of the task's workload), by default the template that fits
+    (``options.template`` names another). ``should_stop`` is asked after each batch;
+    when it answers True the run ends there ("cancelled"), without re-timing."""
     options = options or TuneOptions()
     start = time.monotonic()
     space = space or spaces.space_for(task.func, target=task.target, template=options.template)
@@ -181,7 +183,7 @@ def tune(
         )
     database.commit_workload(task.func, name=_name(task), flop_count=task.flop_count)
     stored = list(_stored_records(database, task))
-    loop = _Loop(task, database, workers, progress, should_stop)
+    loop = _Loop(task, database, workers, progress, should_stop, job_id)
     restored = _restored_count(space, stored)
     remaining = options.trials - restored
     reason = "budget"
@@ -270,9 +272,11 @@ class _Loop:
         workers: Workers,
         progress: Progress | None,
         should_stop: Callable[[], bool] | None,
+        job_id: int | None,
     ) -> None:
         self.task = task
         self.should_stop = should_stop
+        self.job_id = job_id
         self.database = database
         self.workers = workers
         self.progress = progress
@@ -333,7 +337,7 @@ class _Loop:
             for t in traces
         ]
         runs = self.workers.measure(candidates) if candidates else []
-        self.database.commit_records(to_measurement(run) for run in runs)
+        self.database.commit_records(to_measurement(run, job_id=self.job_id) for run in runs)
         for trace, run in zip(traces, runs, strict=True):
             self.known[trace.trace_hash] = MeasureResult(run.seconds, run.error)
         self._count(runs)

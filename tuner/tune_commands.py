@@ -182,13 +182,24 @@ def run_best(url: str, args: argparse.Namespace) -> None:
     print("\n".join(record.to_trace().as_python()))
     seconds = record.seconds
     assert seconds is not None
-    rate = "" if flops is None else f", {flops / seconds / 1e9:.2f} GFLOP/s"
-    how = (
-        f"re-timed: median of {len(record.run_times)} runs"
-        if record.purpose is Purpose.RETIME
-        else "as the search measured it, not re-timed"
-    )
-    print(f"# {key[:12]} on {target}: {seconds * 1e3:.4g} ms{rate}, {how} (record {record.id})")
+    gflops = None if flops is None else flops / seconds / 1e9
+    retimed = record.purpose is Purpose.RETIME
+    print(describe_best(key, target, seconds, gflops, retimed, len(record.run_times), record.id))
+
+
+def describe_best(
+    key: str,
+    target: str,
+    seconds: float,
+    gflops: float | None,
+    retimed: bool,
+    runs: int,
+    record_id: int,
+) -> str:
+    """The comment line under a best schedule: its time, rate, and how it was timed."""
+    rate = "" if gflops is None else f", {gflops:.2f} GFLOP/s"
+    how = f"re-timed: fastest of {runs} runs" if retimed else "as measured by the search"
+    return f"# {key[:12]} on {target}: {seconds * 1e3:.4g} ms{rate}, {how} (record {record_id})"
 
 
 def run_records(url: str, args: argparse.Namespace) -> None:
@@ -354,7 +365,7 @@ def _load_json(text_or_path: str) -> Any:
 def _key_and_target(args: argparse.Namespace, database: Database) -> tuple[str, str]:
     """The workload the arguments name, as a stored key, and the canonical target."""
     workload = args.workload
-    if workload and args.spec is None and _names_a_key(workload):
+    if workload and args.spec is None and names_a_key(workload):
         from compiler.schedule.tuned import canonical_target
 
         try:
@@ -366,7 +377,7 @@ def _key_and_target(args: argparse.Namespace, database: Database) -> tuple[str, 
     return task.workload_key, task.target
 
 
-def _names_a_key(workload: str) -> bool:
+def names_a_key(workload: str) -> bool:
     """Whether ``workload`` is meant as a key (or the start of one): hex, and neither an
     op (``add`` is hex too) nor a file."""
     return (

@@ -102,6 +102,43 @@ def test_the_oldest_queued_job_is_claimed_once(database, key):
     assert database.claim_job() is None
 
 
+def test_a_higher_priority_is_claimed_first_then_the_oldest(database, key):
+    made = [database.create_job({}, [(key, "llvm", 1)], priority=p).id for p in (0, 5, 5, -1)]
+    claimed = [database.claim_job() for _ in made]
+    assert [job.id for job in claimed if job] == [made[1], made[2], made[0], made[3]]
+    assert [job.priority for job in claimed if job] == [5, 5, 0, -1]
+
+
+def test_jobs_are_listed_newest_first_page_by_page(database, key):
+    made = [database.create_job({"n": n}, [(key, "llvm", 1)]).id for n in range(5)]
+    database.set_job_status(made[3], JobStatus.CANCELLED)
+    first = database.jobs(limit=2)
+    assert [job.id for job in first] == made[:-3:-1]
+    rest = database.jobs(limit=10, before_id=first[-1].id)
+    assert [job.id for job in rest] == made[2::-1]
+    queued = database.jobs(JobStatus.QUEUED, limit=3)
+    assert [job.id for job in queued] == [made[4], made[2], made[1]]
+
+
+def test_a_task_counts_its_jobs_measurements_by_outcome(database, key):
+    job = database.create_job({}, [(key, ZEN, 8), (key, SKYLAKE, 8)])
+    other = database.create_job({}, [(key, ZEN, 8)])
+    database.commit_records(
+        [
+            ok(key, 3, [1e-3], job_id=job.id),
+            ok(key, 5, [1e-3], job_id=job.id),
+            Measurement.failed(key, ZEN, split_trace(7), ErrorKind.TIMEOUT, "slow", job_id=job.id),
+            ok(key, 9, [1e-3], job_id=other.id),
+            ok(key, 11, [1e-3]),
+            ok(key, 3, [1e-3], job_id=job.id, purpose=Purpose.RETIME),
+        ]
+    )
+    zen, skylake = database.job(job.id).tasks
+    assert dict(zen.outcomes) == {"ok": 2, "timeout": 1}
+    assert dict(skylake.outcomes) == {}
+    assert dict(database.job(other.id).tasks[0].outcomes) == {"ok": 1}
+
+
 def test_two_coordinators_claiming_at_once_never_get_the_same_job(database, key):
     made = {database.create_job({"n": n}, [(key, "llvm", 1)]).id for n in range(24)}
     claimed: dict[str, list[int]] = {"a": [], "b": []}

@@ -26,6 +26,7 @@ def test_a_job_submitted_by_the_client_is_followed_to_its_end(
         assert updates[-1]["tasks"][0]["trials_done"] == 3
         best = service.best(updates[-1]["tasks"][0]["workload_key"])
         assert "sch." in best[0]["python"]
+        assert service.best(RELU) == best
 
 
 def test_refusals_are_service_errors_with_the_status(server, database) -> None:
@@ -59,6 +60,19 @@ def test_the_command_line_submits_lists_watches_and_cancels(
     assert cli.main(["jobs"]) == 0
     listing = capsys.readouterr().out
     assert "done" in listing and "cancelled" in listing and "relu" in listing
+    assert cli.main(["jobs", "--limit", "1"]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == [
+        f"{2:>6}  cancelled  {'0/2':>13}  {'-':>12}  relu",
+        "more: --before 2",
+    ]
+    assert cli.main(["best", "relu", "--shape", "12", "10"]) == 0
+    printed = capsys.readouterr().out
+    assert "sch.get_block" in printed and "GFLOP/s" in printed
+    key = database.jobs(limit=1, before_id=2)[0].tasks[0].workload_key
+    assert cli.main(["best", key, "--json"]) == 0
+    assert '"instructions"' in capsys.readouterr().out
+    assert cli.main(["best", key[:12]]) == 2
+    assert "whole key" in capsys.readouterr().err
 
 
 def test_the_command_line_names_what_is_missing(monkeypatch, capsys) -> None:

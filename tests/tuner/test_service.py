@@ -13,8 +13,9 @@ import pytest
 from db_helpers import MATMUL, ZEN, split_trace
 from service_server import serving
 
+from compiler.errors import ErrorKind
 from compiler.schedule.tuned import canonical_target
-from db import Job, Measurement, Role, WorkloadEntry
+from db import Job, JobStatus, Measurement, Role, WorkloadEntry
 from tuner import cli
 from tuner.commands import _parser
 from tuner.service import create_app
@@ -132,8 +133,55 @@ def test_a_submitted_job_runs_and_its_best_schedule_is_served(client, database, 
     assert done["status"] == "done" and done["finished_at"] is not None
     (task,) = done["tasks"]
     assert task["trials_done"] == 3 and task["best_gflops"] > 0
+    assert task["measured"] == 3 and task["errors"] == {} and done["seconds_left"] == 0
     best = client.get(f"/v1/workloads/{task['workload_key']}/best").json()
     assert len(best) == 1 and best[0]["workload_key"] == task["workload_key"]
+    assert client.post("/v1/best", json={"workload": RELU}).json() == best
+    records = client.get(f"/v1/workloads/{task['workload_key']}/records").json()
+    assert {r["job_id"] for r in records if r["purpose"] == "search"} == {job["id"]}
+
+
+def test_best_by_spec_names_a_bad_spec_and_an_untuned_workload(client, matmul) -> None:
+    bad = client.post("/v1/best", json={"workload": {"op": "relu", "args": {"shape": [0]}}})
+    assert bad.status_code == 422 and "workload" in bad.json()["detail"]
+    untuned = client.post("/v1/best", json={"workload": RELU})
+    assert untuned.status_code == 404 and "no workload" in untuned.json()["detail"]
+
+
+def test_jobs_page_newest_first_and_run_by_priority(client, database) -> None:
+    ids = [
+        client.post("/v1/jobs", json={"workloads": [RELU], "trials": 1, "priority": p}).json()["id"]
+        for p in (0, 7, 0)
+    ]
+    page = client.get("/v1/jobs", params={"limit": 2}).json()
+    assert [j["id"] for j in page] == ids[:0:-1] and [j["priority"] for j in page] == [0, 7]
+    rest = client.get("/v1/jobs", params={"before_id": page[-1]["id"]}).json()
+    assert [j["id"] for j in rest] == ids[:1]
+    claimed = database.claim_job()
+    assert claimed is not None and claimed.id == ids[1]
+
+
+def test_a_running_task_shows_its_errors_and_an_estimate_of_the_time_left(client, database) -> None:
+    job = client.post("/v1/jobs", json={"workloads": [RELU], "trials": 10}).json()
+    (task,) = job["tasks"]
+    assert job["seconds_left"] is None  # no pace yet
+    database.claim_job()
+    database.update_task(task["id"], status=JobStatus.RUNNING, trials_done=4)
+    trace = split_trace(2, RELU)
+    database.commit_records(
+        [
+            Measurement.failed(
+                task["workload_key"], task["target"], trace, kind, "x", job_id=job["id"]
+            )
+            for kind in (ErrorKind.BUILD_ERROR, ErrorKind.BUILD_ERROR, ErrorKind.TIMEOUT)
+        ]
+        + [Measurement.ok(task["workload_key"], task["target"], trace, [1e-3], job_id=job["id"])]
+    )
+    running = client.get(f"/v1/jobs/{job['id']}").json()
+    (task,) = running["tasks"]
+    assert task["measured"] == 4 and task["errors"] == {"build_error": 2, "timeout": 1}
+    assert task["seconds_left"] is not None and task["seconds_left"] >= 0
+    assert running["seconds_left"] == task["seconds_left"]
 
 
 def test_a_coordinator_thread_runs_what_the_api_submits(

@@ -11,7 +11,6 @@ database opens a connection per call.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any, TypeVar
@@ -23,11 +22,9 @@ import db
 from db import (
     ApiToken,
     DatabaseError,
-    Purpose,
     RecordError,
     Role,
     SQLDatabase,
-    TuningRecord,
     WorkloadEntry,
 )
 from db import Job as StoredJob
@@ -36,15 +33,17 @@ from tuner.service import jobs
 from tuner.service.access import caller
 from tuner.service.metrics import add_metrics
 from tuner.service.schemas import (
+    BestQuery,
     BestSchedule,
     ErrorDetail,
     Health,
     Job,
     JobSubmission,
-    JobTask,
     Record,
     Workload,
 )
+from tuner.service.views import best_view, job_view, record_view, workload_view
+from tuner.task import TuneTask
 
 Route = TypeVar("Route", bound=Callable[..., Any])
 
@@ -117,7 +116,7 @@ def create_app(
 
     @app.get(f"{API_PREFIX}/workloads", response_model=list[Workload], dependencies=[reader])
     def workloads() -> list[Workload]:
-        return [_workload(entry) for entry in database.workloads()]
+        return [workload_view(entry) for entry in database.workloads()]
 
     def of_a_workload(suffix: str, model: Any) -> Callable[[Route], Route]:
         """The decorator of a GET route under one workload (404 when it is unknown)."""
@@ -126,7 +125,7 @@ def create_app(
 
     @of_a_workload("", Workload)
     def workload(key: str) -> Workload:
-        return _workload(_entry(database, key))
+        return workload_view(_entry(database, key))
 
     @of_a_workload("/targets", list[str])
     def targets(key: str) -> list[str]:
@@ -140,7 +139,22 @@ def create_app(
         k: Annotated[int, Query(ge=1, le=MAX_BEST, description="how many")] = 1,
     ) -> list[BestSchedule]:
         entry = _entry(database, key)
-        return [_best(record, entry) for record in database.best(key, target, k)]
+        return [best_view(record, entry) for record in database.best(key, target, k)]
+
+    @app.post(
+        f"{API_PREFIX}/best",
+        response_model=list[BestSchedule],
+        responses=NOT_FOUND,
+        dependencies=[reader],
+    )
+    def best_of_spec(query: BestQuery) -> list[BestSchedule]:
+        """The best schedules of the workload an operator spec names (as a job names
+        it), so that a client needs no workload key."""
+        try:
+            key = TuneTask.from_spec(query.workload, query.target).workload_key
+        except ValueError as err:
+            raise HTTPException(status_code=422, detail=f"workload: {err}") from None
+        return best(key, query.target, query.k)
 
     @of_a_workload("/records", list[Record])
     def records(
@@ -153,7 +167,7 @@ def create_app(
     ) -> list[Record]:
         entry = _entry(database, key)
         page = database.records(key, target, limit=limit, before_id=before_id)
-        return [_record(record, entry) for record in page]
+        return [record_view(record, entry) for record in page]
 
     @app.post(f"{API_PREFIX}/jobs", response_model=Job, status_code=201, responses=QUOTA)
     def submit(submission: JobSubmission, token: ApiToken | None = submitter) -> Job:
@@ -176,8 +190,13 @@ def create_app(
     def list_jobs(
         status: Annotated[db.JobStatus | None, Query(description="only jobs in this state")] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+        before_id: Annotated[
+            int | None, Query(ge=1, description="page on: jobs older than this id")
+        ] = None,
     ) -> list[Job]:
-        return [_job(database, job) for job in database.jobs(status)[:limit]]
+        return [
+            _job(database, job) for job in database.jobs(status, limit=limit, before_id=before_id)
+        ]
 
     @app.get(
         f"{API_PREFIX}/jobs/{{job_id}}", response_model=Job, responses=NO_JOB, dependencies=[reader]
@@ -200,7 +219,7 @@ def create_app(
             last = None
             while True:
                 stored = database.job(job_id)
-                job = _job_model(stored, flops)
+                job = job_view(stored, flops)
                 if job != last:
                     yield f"event: job\ndata: {job.model_dump_json()}\n\n"
                     last = job
@@ -234,7 +253,7 @@ def _stored_job(database: SQLDatabase, job_id: int) -> StoredJob:
 
 
 def _job(database: SQLDatabase, job: StoredJob) -> Job:
-    return _job_model(job, _flop_counts(database, job))
+    return job_view(job, _flop_counts(database, job))
 
 
 def _flop_counts(database: SQLDatabase, job: StoredJob) -> dict[str, int | None]:
@@ -243,70 +262,8 @@ def _flop_counts(database: SQLDatabase, job: StoredJob) -> dict[str, int | None]
     return {entry.key: entry.flop_count for entry in database.workloads(keys)}
 
 
-def _job_model(job: StoredJob, flops: dict[str, int | None]) -> Job:
-    return Job(
-        id=job.id,
-        status=job.status.value,
-        request=job.spec,
-        error=job.error,
-        created_at=job.created_at,
-        started_at=job.started_at,
-        finished_at=job.finished_at,
-        tasks=[
-            JobTask(
-                id=t.id,
-                workload_key=t.workload_key,
-                target=t.target,
-                status=t.status.value,
-                trials_asked=t.trials_asked,
-                trials_done=t.trials_done,
-                best_seconds=t.best_seconds,
-                best_gflops=_gflops(flops.get(t.workload_key), t.best_seconds),
-            )
-            for t in job.tasks
-        ],
-    )
-
-
-def _gflops(flop_count: int | None, seconds: float | None) -> float | None:
-    return None if not seconds or flop_count is None else flop_count / seconds / 1e9
-
-
 def _entry(database: SQLDatabase, key: str) -> WorkloadEntry:
     try:
         return database.workload(key)
     except RecordError:
         raise HTTPException(status_code=404, detail=f"no workload with key {key!r}") from None
-
-
-def _workload(entry: WorkloadEntry) -> Workload:
-    return Workload(key=entry.key, name=entry.name, flop_count=entry.flop_count)
-
-
-def _record(record: TuningRecord, entry: WorkloadEntry) -> Record:
-    seconds = record.seconds
-    gflops = _gflops(entry.flop_count, seconds)
-    return Record(
-        id=record.id,
-        workload_key=record.workload_key,
-        target=record.target,
-        trace=json.loads(record.trace),
-        trace_hash=record.trace_hash,
-        purpose=record.purpose.value,
-        seconds=seconds,
-        run_times=list(record.run_times),
-        gflops=gflops,
-        error_kind=None if record.error_kind is None else record.error_kind.value,
-        error=record.error,
-        worker_host=record.worker_host,
-        job_id=record.job_id,
-        created_at=record.created_at,
-    )
-
-
-def _best(record: TuningRecord, entry: WorkloadEntry) -> BestSchedule:
-    return BestSchedule(
-        **_record(record, entry).model_dump(),
-        python="\n".join(record.to_trace().as_python()),
-        retimed=record.purpose is Purpose.RETIME,
-    )

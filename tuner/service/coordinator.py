@@ -107,6 +107,7 @@ class Coordinator:
             progress=_TaskProgress(self.database, row, task),
             space=space,
             should_stop=lambda: self._should_stop(job_id),
+            job_id=job_id,
         )
         ended = JobStatus.DONE
         if result.stop_reason == "cancelled":

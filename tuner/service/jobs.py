@@ -30,6 +30,7 @@ class JobRequest:
     tuner: str = "auto"
     space: str = "auto"
     seed: int = 0
+    priority: int = 0
 
     def tasks(self) -> list[TuneTask]:
         """The tuning task of each workload; raises JobRequestError for a bad spec."""
@@ -82,6 +83,7 @@ def submit(database: SQLDatabase, request: JobRequest, *, token_id: int | None =
         request.to_json(),
         [(t.workload_key, t.target, request.trials) for t in tasks],
         token_id=token_id,
+        priority=request.priority,
     )
 
 

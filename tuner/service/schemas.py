@@ -46,6 +46,16 @@ class BestSchedule(Record):
     retimed: bool = Field(description="ranked by a careful re-timing, not a search measurement")
 
 
+class BestQuery(BaseModel):
+    """The best ``k`` schedules of the workload that an operator spec names, on ``target``."""
+
+    workload: dict[str, Any] = Field(
+        description='an operator spec, e.g. {"op": "matmul", "args": {"m": 64, "n": 64, "k": 64}}'
+    )
+    target: str = Field("llvm", min_length=1, max_length=256)
+    k: int = Field(1, ge=1, le=100)
+
+
 class ErrorDetail(BaseModel):
     detail: str
 
@@ -63,6 +73,9 @@ class JobSubmission(BaseModel):
     tuner: str = Field("auto", min_length=1, max_length=32, description="a search strategy")
     space: Literal["auto", "template", "generated"] = "auto"
     seed: int = Field(0, ge=0, le=2**31 - 1)
+    priority: int = Field(
+        0, ge=-1000, le=1000, description="queued jobs of a higher priority run first"
+    )
 
 
 class JobTask(BaseModel):
@@ -74,14 +87,21 @@ class JobTask(BaseModel):
     trials_done: int
     best_seconds: float | None
     best_gflops: float | None
+    measured: int = Field(description="trials this job measured (not those it resumed from)")
+    errors: dict[str, int] = Field(description="this job's failed trials by error kind")
+    seconds_left: float | None = Field(
+        description="estimated from the job's pace so far; null before it has one"
+    )
 
 
 class Job(BaseModel):
     id: int
     status: str = Field(description="queued, running, done, failed or cancelled")
+    priority: int
     request: dict[str, Any] = Field(description="the job as submitted")
     error: str | None
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    seconds_left: float | None = Field(description="the sum over its tasks, when each has one")
     tasks: list[JobTask]
