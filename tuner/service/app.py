@@ -15,8 +15,13 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any, TypeVar
 
-from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path, Query, Request
+from fastapi.dependencies.models import Dependant
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import BaseRoute, Match
 
 import db
 from db import (
@@ -29,8 +34,10 @@ from db import (
 )
 from db import Job as StoredJob
 from db.jobs import FINAL
+from db.validate import INT64_MAX
 from tuner.service import jobs
 from tuner.service.access import caller
+from tuner.service.body_limit import BodyLimit
 from tuner.service.metrics import add_metrics
 from tuner.service.schemas import (
     BestQuery,
@@ -48,6 +55,8 @@ from tuner.task import TuneTask
 Route = TypeVar("Route", bound=Callable[..., Any])
 
 API_PREFIX = "/v1"
+# Every id is a positive signed 64-bit integer, what the database stores.
+JobId = Annotated[int, Path(ge=1, le=INT64_MAX, description="the job's id")]
 MAX_BEST = 100
 MAX_PAGE = 1000
 NOT_FOUND: dict[int | str, dict[str, Any]] = {
@@ -58,6 +67,15 @@ NO_JOB: dict[int | str, dict[str, Any]] = {
 }
 QUOTA: dict[int | str, dict[str, Any]] = {
     429: {"model": ErrorDetail, "description": "the token's quota of unfinished jobs is used"}
+}
+# What any route under /v1 may answer besides its own: a body that is not JSON, no or
+# an unknown token, a role too low, a body too large, a field out of its bounds.
+REFUSALS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorDetail, "description": "the body is not JSON"},
+    401: {"model": ErrorDetail, "description": "no API token, or one unknown or revoked"},
+    403: {"model": ErrorDetail, "description": "the token's role is below the route's"},
+    413: {"model": ErrorDetail, "description": "the request body is too large"},
+    422: {"model": ErrorDetail, "description": "a bad request: the message names the field"},
 }
 # How often an event stream looks at its job: progress lands in the database, written
 # by a coordinator that may run in another process.
@@ -85,16 +103,33 @@ def create_app(
     reader = Depends(caller(database, Role.READ, anonymous_reads))
     submitter = Depends(caller(database, Role.SUBMIT, anonymous_reads))
 
-    @app.middleware("http")
-    async def limit_body(request: Request, call_next: Callable[[Request], Any]) -> Any:
-        """Refuse a body larger than MAX_BODY_BYTES before reading it."""
-        length = request.headers.get("content-length", "0")
-        if not length.isdigit() or int(length) > MAX_BODY_BYTES:
-            return JSONResponse(
-                status_code=413,
-                content={"detail": f"the body is over {MAX_BODY_BYTES} bytes"},
+    v1 = APIRouter(
+        prefix=API_PREFIX, responses=REFUSALS, dependencies=[Depends(_only_known_parameters)]
+    )
+
+    app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
+
+    @app.exception_handler(RequestValidationError)
+    def invalid(request: Request, err: RequestValidationError) -> JSONResponse:
+        """A request the schema refuses: one message naming each bad field, where it
+        was (``body.trials``, ``query.k``) and what is wrong with it."""
+        problems = [
+            f"{'.'.join(str(part) for part in problem['loc'])}: {problem['msg']}"
+            for problem in err.errors()
+        ]
+        return JSONResponse(status_code=422, content={"detail": "; ".join(problems)})
+
+    @app.exception_handler(StarletteHTTPException)
+    def refused(request: Request, err: StarletteHTTPException) -> JSONResponse:
+        """Any refusal as ``{"detail": ...}``; a 405 lists every method of the path in
+        ``Allow`` (the router names only those of the first route it tried). The
+        routes of ``v1`` are looked at in it: the app holds the router, not them."""
+        headers = dict(err.headers or {})
+        if err.status_code == 405:
+            headers["Allow"] = ", ".join(
+                _methods_of_path([*app.router.routes, *v1.routes], request)
             )
-        return await call_next(request)
+        return JSONResponse({"detail": err.detail}, status_code=err.status_code, headers=headers)
 
     @app.exception_handler(jobs.JobRequestError)
     def bad_job(request: Request, err: jobs.JobRequestError) -> JSONResponse:
@@ -114,14 +149,14 @@ def create_app(
             return JSONResponse(status_code=503, content=body.model_dump())
         return Health(status="ok", database="ok")
 
-    @app.get(f"{API_PREFIX}/workloads", response_model=list[Workload], dependencies=[reader])
+    @v1.get("/workloads", response_model=list[Workload], dependencies=[reader])
     def workloads() -> list[Workload]:
         return [workload_view(entry) for entry in database.workloads()]
 
     def of_a_workload(suffix: str, model: Any) -> Callable[[Route], Route]:
         """The decorator of a GET route under one workload (404 when it is unknown)."""
-        path = f"{API_PREFIX}/workloads/{{key}}{suffix}"
-        return app.get(path, response_model=model, responses=NOT_FOUND, dependencies=[reader])
+        path = f"/workloads/{{key}}{suffix}"
+        return v1.get(path, response_model=model, responses=NOT_FOUND, dependencies=[reader])
 
     @of_a_workload("", Workload)
     def workload(key: str) -> Workload:
@@ -141,8 +176,8 @@ def create_app(
         entry = _entry(database, key)
         return [best_view(record, entry) for record in database.best(key, target, k)]
 
-    @app.post(
-        f"{API_PREFIX}/best",
+    @v1.post(
+        "/best",
         response_model=list[BestSchedule],
         responses=NOT_FOUND,
         dependencies=[reader],
@@ -162,14 +197,14 @@ def create_app(
         target: Annotated[str | None, Query(min_length=1)] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
         before_id: Annotated[
-            int | None, Query(ge=1, description="page on: records older than this id")
+            int | None, Query(ge=1, le=INT64_MAX, description="page on: records older than this id")
         ] = None,
     ) -> list[Record]:
         entry = _entry(database, key)
         page = database.records(key, target, limit=limit, before_id=before_id)
         return [record_view(record, entry) for record in page]
 
-    @app.post(f"{API_PREFIX}/jobs", response_model=Job, status_code=201, responses=QUOTA)
+    @v1.post("/jobs", response_model=Job, status_code=201, responses=QUOTA)
     def submit(submission: JobSubmission, token: ApiToken | None = submitter) -> Job:
         assert token is not None, "submitting always needs a token"
         if token.quota is not None and database.unfinished_jobs(token.id) >= token.quota:
@@ -186,31 +221,29 @@ def create_app(
             submitted()
         return _job(database, job)
 
-    @app.get(f"{API_PREFIX}/jobs", response_model=list[Job], dependencies=[reader])
+    @v1.get("/jobs", response_model=list[Job], dependencies=[reader])
     def list_jobs(
         status: Annotated[db.JobStatus | None, Query(description="only jobs in this state")] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
         before_id: Annotated[
-            int | None, Query(ge=1, description="page on: jobs older than this id")
+            int | None, Query(ge=1, le=INT64_MAX, description="page on: jobs older than this id")
         ] = None,
     ) -> list[Job]:
         return [
             _job(database, job) for job in database.jobs(status, limit=limit, before_id=before_id)
         ]
 
-    @app.get(
-        f"{API_PREFIX}/jobs/{{job_id}}", response_model=Job, responses=NO_JOB, dependencies=[reader]
-    )
-    def get_job(job_id: int) -> Job:
+    @v1.get("/jobs/{job_id}", response_model=Job, responses=NO_JOB, dependencies=[reader])
+    def get_job(job_id: JobId) -> Job:
         return _job(database, _stored_job(database, job_id))
 
-    @app.get(
-        f"{API_PREFIX}/jobs/{{job_id}}/events",
+    @v1.get(
+        "/jobs/{job_id}/events",
         responses={**NO_JOB, 200: {"content": {"text/event-stream": {}}}},
         response_class=StreamingResponse,
         dependencies=[reader],
     )
-    def job_events(job_id: int) -> StreamingResponse:
+    def job_events(job_id: JobId) -> StreamingResponse:
         """Server-Sent Events: a ``job`` event with the job (as ``GET /v1/jobs/{id}``
         answers it) whenever it changes, then ``end`` once it is finished."""
         flops = _flop_counts(database, _stored_job(database, job_id))
@@ -230,8 +263,8 @@ def create_app(
 
         return StreamingResponse(stream(), media_type="text/event-stream")
 
-    @app.post(f"{API_PREFIX}/jobs/{{job_id}}/cancel", response_model=Job, responses=NO_JOB)
-    def cancel_job(job_id: int, token: ApiToken | None = submitter) -> Job:
+    @v1.post("/jobs/{job_id}/cancel", response_model=Job, responses=NO_JOB)
+    def cancel_job(job_id: JobId, token: ApiToken | None = submitter) -> Job:
         assert token is not None, "cancelling always needs a token"
         job = _stored_job(database, job_id)
         if token.role is not Role.ADMIN and job.token_id != token.id:
@@ -242,7 +275,39 @@ def create_app(
             )
         return _job(database, jobs.cancel(database, job_id))
 
+    app.include_router(v1)
     return app
+
+
+def _only_known_parameters(request: Request) -> None:
+    """Refuse a query parameter the route does not take (a misspelt ``?stauts=done``
+    would otherwise be ignored without a word)."""
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute):
+        return
+    known = _query_names(route.dependant)
+    unknown = sorted(set(request.query_params) - known)
+    if unknown:
+        takes = ", ".join(sorted(known)) or "none"
+        raise HTTPException(
+            status_code=422,
+            detail=f"query: unknown parameter {', '.join(unknown)}; this route takes {takes}",
+        )
+
+
+def _query_names(dependant: Dependant) -> set[str]:
+    names = {param.alias for param in dependant.query_params}
+    for inner in dependant.dependencies:
+        names |= _query_names(inner)
+    return names
+
+
+def _methods_of_path(routes: list[BaseRoute], request: Request) -> list[str]:
+    methods: set[str] = set()
+    for route in routes:
+        if isinstance(route, BaseRoute) and route.matches(request.scope)[0] is not Match.NONE:
+            methods |= getattr(route, "methods", None) or set()
+    return sorted(methods)
 
 
 def _stored_job(database: SQLDatabase, job_id: int) -> StoredJob:
