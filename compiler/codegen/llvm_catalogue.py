@@ -6,14 +6,15 @@ and on x86-64 then ends the whole process ("64-bit code requested on a subtarget
 that doesn't support it") when it generates code, which no Python code can catch.
 llvmlite has no call that lists CPUs; but a target machine made for the CPU
 ``help`` prints LLVM's lists on stderr (and is never used to generate code), so
-they are read from there, once per triple.
+they are read from there, once per triple. LLVM prints them only once in a process,
+so the first reading is kept, and readings are made one at a time (two threads
+reading at once would have the second see nothing, and keep that).
 
 Run ``python -m compiler.codegen.llvm_catalogue`` to print them.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 import tempfile
@@ -26,6 +27,8 @@ import llvmlite.binding as llvm
 _CPU_HEADER = "Available CPUs for this target:"
 _FEATURE_HEADER = "Available features for this target:"
 _STDERR_LOCK = threading.Lock()
+_READ_LOCK = threading.Lock()
+_READ: dict[str, Catalogue] = {}
 
 
 @dataclass(frozen=True)
@@ -36,10 +39,16 @@ class Catalogue:
     features: frozenset[str]
 
 
-@functools.cache
 def catalogue(triple: str) -> Catalogue:
     """The CPUs and features of ``triple``, whose LLVM target must be initialized;
     ``RuntimeError`` where LLVM has no target for it."""
+    with _READ_LOCK:
+        if triple not in _READ:
+            _READ[triple] = _read(triple)
+        return _READ[triple]
+
+
+def _read(triple: str) -> Catalogue:
     llvm_target = llvm.Target.from_triple(triple)
     text = _captured_stderr(
         lambda: llvm_target.create_target_machine(cpu="help", features="", opt=0)

@@ -122,3 +122,38 @@ def test_the_cli_refuses_an_unknown_cpu_in_one_line_and_stores_nothing(tmp_path)
     assert len(lines) == 1 and "Traceback" not in result.stderr
     assert "'nonexistentcpu'" in lines[0] and "leave out -mcpu" in lines[0]
     assert tensortune("records", "--db", url).stdout == before
+
+
+CHECK_FROM_THREADS = """
+import threading
+import compiler
+from compiler.codegen.target import LLVMTarget
+start = threading.Barrier(8)
+failed = []
+def check():
+    start.wait()
+    try:
+        LLVMTarget.parse("llvm")
+    except Exception as err:
+        failed.append(repr(err))
+threads = [threading.Thread(target=check) for _ in range(8)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+print(failed or "ok")
+"""
+
+
+def test_the_first_checks_of_a_process_may_come_from_many_threads() -> None:
+    """LLVM lists its CPUs once per process: a second thread reading the list at the
+    same time used to see none, keep that, and refuse every target after."""
+    for _ in range(3):
+        child = subprocess.run(
+            [sys.executable, "-c", CHECK_FROM_THREADS],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+        assert child.stdout.strip() == "ok", child.stdout + child.stderr[-500:]
