@@ -146,8 +146,9 @@ def existing_job_ids(connection: Connection, job_ids: Collection[int]) -> list[i
 
 def claim_job(engine: Engine, coordinator: str, stale_after: timedelta) -> Job | None:
     """The queued job of the highest priority (the oldest among equals), now running
-    for ``coordinator``, or None when none is queued. First every running job whose coordinator has not beaten its heart for
-    ``stale_after`` goes back to the queue (its tasks too, but for finished ones).
+    for ``coordinator``, or None when none is queued. First every running job whose
+    coordinator has not beaten its heart for ``stale_after`` goes back to the queue
+    (its tasks too, but for finished ones).
     Several coordinators may claim at once: the claim moves the job only if it is
     still queued, so exactly one of them gets it (on PostgreSQL the others also skip
     the row while it is locked instead of waiting for it)."""

@@ -8,6 +8,7 @@ database). Both run their jobs on local workers or on a Ray cluster (``--workers
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 import threading
 from collections.abc import Iterator
@@ -48,6 +49,11 @@ def add_commands(commands: Any) -> None:
         action="store_true",
         help="answer reads without a token (submitting and cancelling always need one)",
     )
+    serve.add_argument(
+        "--access-log",
+        action="store_true",
+        help="log every request (off by default: GET /metrics has their latency by route)",
+    )
     serve.add_argument("--url", "--db", dest="url", help="database URL (default: SQLite)")
     worker_arguments(serve)
     serve.set_defaults(run=run_serve)
@@ -85,7 +91,10 @@ def run_serve(url: str, args: argparse.Namespace) -> None:
         wake = threading.Event()
         with _coordinating(Coordinator(database, backend), wake):
             app = create_app(database, anonymous_reads=args.anonymous_reads, submitted=wake.set)
-            uvicorn.run(app, host=args.host, port=args.port, log_level="info", lifespan="off")
+            gc.freeze()  # what was made to start lives as long as the server: never scan it
+            uvicorn.run(
+                app, host=args.host, port=args.port, log_level="info", access_log=args.access_log
+            )
 
 
 def run_coordinator(url: str, args: argparse.Namespace) -> None:

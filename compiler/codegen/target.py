@@ -89,23 +89,7 @@ class LLVMTarget:
     def parse(target: str | LLVMTarget) -> LLVMTarget:
         if isinstance(target, LLVMTarget):
             return target
-        tokens = str(target).split()
-        if not tokens or tokens[0] != "llvm":
-            raise TargetError(
-                f"unknown target {target!r}; the allowed forms are {', '.join(TARGET_FORMS)}"
-            )
-        options = _parse_options(target, tokens[1:])
-        cpu = options.get("mcpu")
-        features = options.get("mattr")
-        if features is not None:
-            features = _exact_features(target, features)
-        if cpu is None:
-            cpu = llvm.get_host_cpu_name()
-            features = _host_features() if features is None else features
-        num_cores = _parse_num_cores(target, options.get("num-cores", "0"))
-        parsed = LLVMTarget(cpu, features or "", num_cores, options.get("mtriple", ""))
-        check_supported(parsed, str(target))
-        return parsed
+        return _parse_text(str(target))
 
     @property
     def codegen_features(self) -> tuple[str, ...]:
@@ -368,3 +352,27 @@ def target_machine(target: LLVMTarget) -> llvm.TargetMachine:
     return llvm_target.create_target_machine(
         cpu=target.cpu, features=target.features, opt=3, reloc="pic", codemodel="default"
     )
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_text(target: str) -> LLVMTarget:
+    """The target a string names, kept per string: a service parses the same few
+    targets at every request, and each parse asks LLVM (under llvmlite's lock) for the
+    host CPU and its features. A refusal is not kept."""
+    tokens = target.split()
+    if not tokens or tokens[0] != "llvm":
+        raise TargetError(
+            f"unknown target {target!r}; the allowed forms are {', '.join(TARGET_FORMS)}"
+        )
+    options = _parse_options(target, tokens[1:])
+    cpu = options.get("mcpu")
+    features = options.get("mattr")
+    if features is not None:
+        features = _exact_features(target, features)
+    if cpu is None:
+        cpu = llvm.get_host_cpu_name()
+        features = _host_features() if features is None else features
+    num_cores = _parse_num_cores(target, options.get("num-cores", "0"))
+    parsed = LLVMTarget(cpu, features or "", num_cores, options.get("mtriple", ""))
+    check_supported(parsed, target)
+    return parsed

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -19,6 +20,7 @@ from db import Job, JobStatus, Measurement, Role, WorkloadEntry
 from tuner import cli
 from tuner.commands import _parser
 from tuner.service import create_app
+from tuner.service.access import TOKEN_FRESH_SECONDS
 from tuner.service.coordinator import Coordinator
 
 # (split factor, seconds): the schedules stored, the fastest last.
@@ -273,6 +275,7 @@ def test_a_role_below_the_route_is_403_and_a_revoked_token_401(server, database)
     refused = httpx.post(f"{server}/v1/jobs", json=JOB, headers=bearer(secret))
     assert refused.status_code == 403 and "'submit'" in refused.json()["detail"]
     database.revoke_token(reader.id)
+    time.sleep(TOKEN_FRESH_SECONDS)  # the server trusts a token it has seen that long
     assert httpx.get(f"{server}/v1/jobs", headers=bearer(secret)).status_code == 401
     assert httpx.get(f"{server}/v1/jobs", headers=bearer("tt_made_up")).status_code == 401
 
