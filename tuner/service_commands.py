@@ -89,12 +89,29 @@ def run_serve(url: str, args: argparse.Namespace) -> None:
     kind, options = backend_of(args)
     with SQLDatabase(url) as database, workers.create(kind, **options) as backend:
         wake = threading.Event()
-        with _coordinating(Coordinator(database, backend), wake):
-            app = create_app(database, anonymous_reads=args.anonymous_reads, submitted=wake.set)
+        with _coordinating(Coordinator(database, backend), wake) as running:
+            app = create_app(
+                database,
+                anonymous_reads=args.anonymous_reads,
+                submitted=wake.set,
+                workers_health=lambda: _workers_health(kind, running),
+            )
             gc.freeze()  # what was made to start lives as long as the server: never scan it
             uvicorn.run(
                 app, host=args.host, port=args.port, log_level="info", access_log=args.access_log
             )
+
+
+def _workers_health(kind: str, coordinator: threading.Thread) -> str:
+    """'ok', or what stops this server's jobs from running."""
+    if not coordinator.is_alive():
+        return "the coordinator has stopped; its error is in the server's log"
+    if kind == "ray":
+        from workers.ray_backend import alive_nodes
+
+        if not alive_nodes():
+            return "no Ray node is alive"
+    return "ok"
 
 
 def run_coordinator(url: str, args: argparse.Namespace) -> None:

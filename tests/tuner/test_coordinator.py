@@ -11,12 +11,14 @@ import sys
 import time
 from datetime import timedelta
 
+import httpx
 import numpy as np
 import pytest
 
 import compiler
 from compiler.workload.spec import workload_from_spec
 from db import JobStatus, Purpose
+from tuner.client import Client
 from tuner.service.coordinator import Coordinator
 from tuner.service.jobs import JobRequest, JobRequestError, cancel, submit
 
@@ -176,3 +178,31 @@ def test_the_coordinator_command_runs_the_queue_and_stops_on_ctrl_c(database) ->
         _, err = running.communicate(timeout=120)
     assert running.returncode in (0, 130)
     assert "running the queued jobs" in err and "Traceback" not in err
+
+
+def test_serve_alone_is_a_working_service(database, admin) -> None:
+    """One command: the API, its coordinator and local workers; the URL it prints
+    answers, says its workers are fine, and runs what is submitted to it."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = [sys.executable, "-m", "tuner.cli", "serve", "--url", str(database.url)]
+    running = subprocess.Popen(
+        [*command, "--port", "0"], env=env, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert running.stderr is not None
+        url = None
+        for line in running.stderr:
+            if "running on http://" in line:
+                url = line.split("running on ")[1].split()[0]
+                break
+        assert url is not None, "serve printed no URL"
+        with Client(url, admin) as service:
+            health = httpx.get(f"{url}/healthz").json()
+            assert health == {"status": "ok", "database": "ok", "workers": "ok"}
+            job = service.submit([RELU], trials=2, tuner="random")
+            finished = list(service.events(job["id"]))[-1]
+            assert finished["status"] == "done" and finished["tasks"][0]["measured"] == 2
+    finally:
+        running.send_signal(signal.SIGINT)
+        running.communicate(timeout=120)
+    assert running.returncode in (0, 130)

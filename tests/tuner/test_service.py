@@ -21,6 +21,7 @@ from tuner import cli
 from tuner.commands import _parser
 from tuner.service import create_app
 from tuner.service.access import TOKEN_FRESH_SECONDS
+from tuner.service.app import NO_WORKERS
 from tuner.service.coordinator import Coordinator
 
 # (split factor, seconds): the schedules stored, the fastest last.
@@ -50,7 +51,20 @@ def client(server, admin) -> Iterator[httpx.Client]:
 def test_health_says_the_database_answers(client) -> None:
     answer = client.get("/healthz")
     assert answer.status_code == 200
-    assert answer.json() == {"status": "ok", "database": "ok"}
+    assert answer.json() == {"status": "ok", "database": "ok", "workers": NO_WORKERS}
+
+
+def test_health_is_503_saying_what_is_wrong_with_the_workers(database) -> None:
+    problems = iter(["ok", "no Ray node is alive"])
+    with serving(create_app(database, workers_health=lambda: next(problems))) as url:
+        assert httpx.get(f"{url}/healthz").json()["workers"] == "ok"
+        down = httpx.get(f"{url}/healthz")
+    assert down.status_code == 503
+    assert down.json() == {
+        "status": "unavailable",
+        "database": "ok",
+        "workers": "no Ray node is alive",
+    }
 
 
 def test_the_workloads_stored_are_listed_with_their_flop_count(client, matmul) -> None:

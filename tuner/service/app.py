@@ -90,6 +90,7 @@ EVENT_POLL_SECONDS = 0.5
 # tuning run adds records every few seconds, and build farms ask far more often.
 BEST_FRESH_SECONDS = 1.0
 BEST_LIST = TypeAdapter(list[BestSchedule])
+NO_WORKERS = "none in this server: coordinators run apart"
 # Threads the routes run on (see _few_route_threads).
 ROUTE_THREADS = 8
 # The largest request body taken: a job of many specs fits in a small fraction of it.
@@ -101,11 +102,13 @@ def create_app(
     *,
     anonymous_reads: bool = False,
     submitted: Callable[[], None] | None = None,
+    workers_health: Callable[[], str] | None = None,
 ) -> FastAPI:
     """The service's application over ``database`` (which it does not close). Every
     route under ``/v1`` needs an API token of the role it names, reads none when
     ``anonymous_reads``; ``submitted`` is called after each job is stored (to wake a
-    coordinator)."""
+    coordinator); ``workers_health`` says "ok" or what is wrong with the coordinator
+    and workers of this server (None: it has none, they run apart)."""
     app = FastAPI(
         lifespan=_few_route_threads,
         title="tensortune",
@@ -168,11 +171,15 @@ def create_app(
     @app.get("/healthz", response_model=Health, responses={503: {"model": Health}})
     def healthz() -> Health | JSONResponse:
         try:
-            database.count(ok=True)
+            database.job_counts()
+            stored = "ok"
         except DatabaseError as err:
-            body = Health(status="unavailable", database=str(err).splitlines()[0])
-            return JSONResponse(status_code=503, content=body.model_dump())
-        return Health(status="ok", database="ok")
+            stored = str(err).splitlines()[0]
+        working = NO_WORKERS if workers_health is None else workers_health()
+        if stored == "ok" and working in ("ok", NO_WORKERS):
+            return Health(status="ok", database=stored, workers=working)
+        body = Health(status="unavailable", database=stored, workers=working)
+        return JSONResponse(status_code=503, content=body.model_dump())
 
     @v1.get("/workloads", response_model=list[Workload], dependencies=[reader])
     def workloads() -> list[Workload]:

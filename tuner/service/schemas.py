@@ -10,8 +10,9 @@ from pydantic import BaseModel, Field
 
 
 class Health(BaseModel):
-    status: str = Field(description="'ok' when the database answers")
-    database: str
+    status: str = Field(description="'ok' when the database answers and the workers work")
+    database: str = Field(description="'ok', or why the database does not answer")
+    workers: str = Field(description="'ok', what is wrong with them, or that they run apart")
 
 
 class Workload(BaseModel):
