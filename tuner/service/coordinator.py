@@ -31,8 +31,9 @@ logger = logging.getLogger(__name__)
 
 
 class Coordinator:
-    """Runs jobs of ``database`` on ``workers``; ``stopping``, once set, ends the
-    running job after its current batch and puts it back in the queue.
+    """Runs jobs of ``database`` on ``workers`` (its own: one Workers serves one
+    coordinator at a time); ``stopping``, once set, ends the running job after its
+    current batch and puts it back in the queue.
 
     While it runs a job it beats every ``HEARTBEAT`` (from a thread of its own, so a
     long batch does not stop the beats); a job whose coordinator stopped beating for
