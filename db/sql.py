@@ -11,14 +11,14 @@ and prunes (the one, explicit, way records are ever dropped).
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import timedelta
 from importlib import metadata
 from typing import IO, Any
 
 from sqlalchemy import Connection, func, select
 
-from db import jobs, migrate, sql_exchange, tokens
+from db import history, jobs, migrate, sql_exchange, tokens
 from db.base import Database
 from db.compiler_border import (
     TRACE_FORMAT_VERSION,
@@ -28,7 +28,7 @@ from db.compiler_border import (
     trace_hash,
 )
 from db.engine import WRITE, default_url, open_engine, shown
-from db.errors import SchemaError
+from db.errors import RecordError, SchemaError
 from db.exchange import ImportSummary
 from db.models import RecordRow, TargetRow, WorkloadRow
 from db.queries import (
@@ -203,6 +203,14 @@ class SQLDatabase(Database):
         with self._engine.connect() as connection:
             return [to_record(row) for row in connection.execute(stmt)]
 
+    def record(self, record_id: int) -> TuningRecord:
+        """The record of ``record_id``; RecordError when there is none."""
+        with self._engine.connect() as connection:
+            row = connection.execute(record_select().where(RecordRow.id == record_id)).first()
+        if row is None:
+            raise RecordError(f"no record with id {record_id!r}")
+        return to_record(row)
+
     def count(
         self,
         workload_key: str | None = None,
@@ -328,6 +336,31 @@ class SQLDatabase(Database):
         ``limit``, older than the job ``before_id`` when it is given (to page on)."""
         with self._engine.connect() as connection:
             return jobs.load_jobs(connection, status, limit=limit, before_id=before_id)
+
+    def job_trials(
+        self, job_id: int, *, after_id: int = 0, limit: int = 1000
+    ) -> list[TuningRecord]:
+        """The job's search measurements stored after the record ``after_id``, oldest
+        first, at most ``limit``: what a live view of the job adds at each update."""
+        check_page(limit, None)
+        with self._engine.connect() as connection:
+            return history.job_trials(connection, job_id, after_id, limit)
+
+    def best_by_job(self, workload_key: str, target: str) -> list[history.JobBest]:
+        """The fastest search measurement of the workload on the target by each job
+        that measured it, oldest job first: how the best improved from job to job."""
+        with self._engine.connect() as connection:
+            return history.best_by_job(connection, workload_key, target_key(target, "target"))
+
+    def search_seconds(
+        self, workload_key: str, target: str, trace_hashes: Collection[str]
+    ) -> dict[str, float]:
+        """The fastest search measurement of each trace (by hash) of the workload on
+        the target; a re-timed best shows it beside its re-timing."""
+        with self._engine.connect() as connection:
+            return history.search_seconds(
+                connection, workload_key, target_key(target, "target"), trace_hashes
+            )
 
     def job_counts(self) -> dict[JobStatus, int]:
         """How many jobs are in each status."""

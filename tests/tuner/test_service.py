@@ -155,6 +155,18 @@ def test_a_submitted_job_runs_and_its_best_schedule_is_served(client, database, 
     assert client.post("/v1/best", json={"workload": RELU}).json() == best
     records = client.get(f"/v1/workloads/{task['workload_key']}/records").json()
     assert {r["job_id"] for r in records if r["purpose"] == "search"} == {job["id"]}
+    trials = client.get(f"/v1/jobs/{job['id']}/trials").json()
+    assert len(trials) == 3 and {t["task_id"] for t in trials} == {task["id"]}
+    assert [t["id"] for t in trials] == sorted(t["id"] for t in trials)
+    later = client.get(f"/v1/jobs/{job['id']}/trials", params={"after_id": trials[0]["id"]})
+    assert later.json() == trials[1:]
+    (by_job,) = client.get(f"/v1/workloads/{task['workload_key']}/history").json()
+    assert by_job["job_id"] == job["id"]
+    assert by_job["best_gflops"] == pytest.approx(max(t["gflops"] or 0 for t in trials))
+    assert best[0]["retimed"] and best[0]["search_gflops"] > 0
+    nest = client.get(f"/v1/records/{best[0]['id']}/loop-nest").json()
+    assert nest["record_id"] == best[0]["id"] and "for " in nest["loop_nest"]
+    assert client.get("/v1/records/999999/loop-nest").status_code == 404
 
 
 def test_best_by_spec_names_a_bad_spec_and_an_untuned_workload(client, matmul) -> None:

@@ -17,7 +17,7 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any, TypeVar
 
 from anyio import to_thread
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
@@ -31,6 +31,7 @@ import db
 from db import (
     ApiToken,
     DatabaseError,
+    Purpose,
     RecordError,
     Role,
     SQLDatabase,
@@ -43,14 +44,18 @@ from db.validate import INT64_MAX
 from tuner.service import jobs
 from tuner.service.access import TokenLookup, caller
 from tuner.service.body_limit import BodyLimit
+from tuner.service.history_routes import add_history_routes
 from tuner.service.memo import Memo, RecentMemo
 from tuner.service.metrics import add_metrics
 from tuner.service.schemas import (
+    NO_JOB,
+    NOT_FOUND,
     BestQuery,
     BestSchedule,
     ErrorDetail,
     Health,
     Job,
+    JobId,
     JobSubmission,
     Record,
     Workload,
@@ -61,16 +66,8 @@ from tuner.task import TuneTask
 Route = TypeVar("Route", bound=Callable[..., Any])
 
 API_PREFIX = "/v1"
-# Every id is a positive signed 64-bit integer, what the database stores.
-JobId = Annotated[int, Path(ge=1, le=INT64_MAX, description="the job's id")]
 MAX_BEST = 100
 MAX_PAGE = 1000
-NOT_FOUND: dict[int | str, dict[str, Any]] = {
-    404: {"model": ErrorDetail, "description": "no such workload"}
-}
-NO_JOB: dict[int | str, dict[str, Any]] = {
-    404: {"model": ErrorDetail, "description": "no such job"}
-}
 QUOTA: dict[int | str, dict[str, Any]] = {
     429: {"model": ErrorDetail, "description": "the token's quota of unfinished jobs is used"}
 }
@@ -124,8 +121,10 @@ def create_app(
         """The stored workload of ``key``; 404 when there is none."""
         return entries.get(key, lambda: _entry(database, key))
 
-    def best_view_of(record: TuningRecord, entry: WorkloadEntry) -> BestSchedule:
-        return best_views.get(record.id, lambda: best_view(record, entry))
+    def best_view_of(
+        record: TuningRecord, entry: WorkloadEntry, search_seconds: float | None
+    ) -> BestSchedule:
+        return best_views.get(record.id, lambda: best_view(record, entry, search_seconds))
 
     lookup = TokenLookup(database)
     reader = Depends(caller(lookup, Role.READ, anonymous_reads))
@@ -211,8 +210,18 @@ def create_app(
 
         def answer() -> bytes:
             entry = entry_of(key)
-            found = [best_view_of(record, entry) for record in database.best(key, target, k)]
-            return BEST_LIST.dump_json(found)
+            found = database.best(key, target, k)
+            retimed = [r.trace_hash for r in found if r.purpose is Purpose.RETIME]
+            searched = database.search_seconds(key, target, retimed) if retimed else {}
+            views = [
+                best_view_of(
+                    r,
+                    entry,
+                    searched.get(r.trace_hash) if r.purpose is Purpose.RETIME else r.seconds,
+                )
+                for r in found
+            ]
+            return BEST_LIST.dump_json(views)
 
         question = (key, target, k)
         body = best_answers.fresh(question) or await run_in_threadpool(
@@ -319,6 +328,14 @@ def create_app(
             )
         return _job(database, jobs.cancel(database, job_id))
 
+    add_history_routes(
+        v1,
+        database,
+        reader,
+        entry_of,
+        lambda job_id: _stored_job(database, job_id),
+        lambda job: _flop_counts(database, job),
+    )
     app.include_router(v1)
     return app
 

@@ -4,9 +4,15 @@ the OpenAPI schema that clients (and schema-driven tests) read."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
+from fastapi import Path
 from pydantic import BaseModel, Field
+
+from db.validate import INT64_MAX
+
+# Every id is a positive signed 64-bit integer, what the database stores.
+JobId = Annotated[int, Path(ge=1, le=INT64_MAX, description="the job's id")]
 
 
 class Health(BaseModel):
@@ -45,6 +51,34 @@ class BestSchedule(Record):
 
     python: str = Field(description="the trace as the Python schedule code that replays it")
     retimed: bool = Field(description="ranked by a careful re-timing, not a search measurement")
+    search_gflops: float | None = Field(
+        description="as the search measured the trace (for a re-timed one, its search record)"
+    )
+
+
+class LoopNest(BaseModel):
+    record_id: int
+    loop_nest: str = Field(description="the workload with the record's trace applied, as text")
+
+
+class Trial(BaseModel):
+    """One measurement of a job's search, as a point of its progress."""
+
+    id: int
+    task_id: int | None = Field(description="the job's task it belongs to")
+    at: datetime = Field(description="when it was stored")
+    seconds: float | None = Field(description="null when it failed")
+    gflops: float | None
+    error_kind: str | None
+
+
+class JobBestOfWorkload(BaseModel):
+    """The fastest search measurement one job made of a workload on a target."""
+
+    job_id: int
+    best_seconds: float
+    best_gflops: float | None
+    last_at: datetime = Field(description="when the job's last measurement of it was stored")
 
 
 class BestQuery(BaseModel):
@@ -59,6 +93,14 @@ class BestQuery(BaseModel):
 
 class ErrorDetail(BaseModel):
     detail: str
+
+
+NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorDetail, "description": "no such workload"}
+}
+NO_JOB: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorDetail, "description": "no such job"}
+}
 
 
 class JobSubmission(BaseModel):

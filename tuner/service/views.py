@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from db import Job as StoredJob
 from db import JobStatus, Purpose, TuningRecord, WorkloadEntry
 from db.record import OK_STATUS
-from tuner.service.schemas import BestSchedule, Job, JobTask, Record, Workload
+from tuner.service.schemas import BestSchedule, Job, JobTask, Record, Trial, Workload
 
 
 def job_view(job: StoredJob, flops: dict[str, int | None]) -> Job:
@@ -99,9 +99,25 @@ def record_view(record: TuningRecord, entry: WorkloadEntry) -> Record:
     )
 
 
-def best_view(record: TuningRecord, entry: WorkloadEntry) -> BestSchedule:
+def best_view(
+    record: TuningRecord, entry: WorkloadEntry, search_seconds: float | None
+) -> BestSchedule:
+    """``record`` among the best; ``search_seconds``: the trace as the search measured
+    it (the record's own time unless it is a re-timing)."""
     return BestSchedule(
         **record_view(record, entry).model_dump(),
         python="\n".join(record.to_trace().as_python()),
         retimed=record.purpose is Purpose.RETIME,
+        search_gflops=gflops(entry.flop_count, search_seconds),
+    )
+
+
+def trial_view(record: TuningRecord, task_id: int | None, flop_count: int | None) -> Trial:
+    return Trial(
+        id=record.id,
+        task_id=task_id,
+        at=record.created_at,
+        seconds=record.seconds,
+        gflops=gflops(flop_count, record.seconds),
+        error_kind=None if record.error_kind is None else record.error_kind.value,
     )
