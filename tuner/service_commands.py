@@ -97,6 +97,10 @@ def run_serve(url: str, args: argparse.Namespace) -> None:
                 workers_health=lambda: _workers_health(kind, running),
             )
             gc.freeze()  # what was made to start lives as long as the server: never scan it
+            shown_host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
+            print(
+                f"tensortune: the dashboard is at http://{shown_host}:{args.port}/", file=sys.stderr
+            )
             uvicorn.run(
                 app, host=args.host, port=args.port, log_level="info", access_log=args.access_log
             )

@@ -60,6 +60,16 @@ class TuneTask:
     def gflops(self, seconds: float) -> float:
         return self.flop_count / seconds / 1e9
 
+    @property
+    def name(self) -> str:
+        """A name for people: the op and its arguments (``matmul k=64 m=64 n=64``), or
+        "workload" for a func that came from no spec."""
+        if self.spec is None:
+            return "workload"
+        spec = json.loads(self.spec)
+        args = " ".join(f"{k}={json.dumps(v)}" for k, v in spec.get("args", {}).items())
+        return f"{spec['op']} {args}".strip()[:200]
+
     def __repr__(self) -> str:
         """Short enough for a progress line: the target by its CPU, not its features."""
         name = json.loads(self.spec)["op"] if self.spec else "workload"

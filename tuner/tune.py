@@ -21,7 +21,6 @@ the database, the batch in flight is dropped, and the result says it was interru
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -181,7 +180,7 @@ def tune(
             f"{space.name} is a space of workload {space.workload_key[:12]}, not of the "
             f"task's {task.workload_key[:12]}; build the space on the task's func"
         )
-    database.commit_workload(task.func, name=_name(task), flop_count=task.flop_count)
+    database.commit_workload(task.func, name=task.name, flop_count=task.flop_count)
     stored = list(_stored_records(database, task))
     loop = _Loop(task, database, workers, progress, should_stop, job_id)
     restored = _restored_count(space, stored)
@@ -201,7 +200,7 @@ def tune(
     if reason in ("interrupted", "cancelled"):
         best = _unretimed_best(task, database, options)
     else:
-        best, reason = _retime(task, database, workers, options, reason)
+        best, reason = _retime(task, database, workers, options, reason, job_id)
     return TuneResult(
         task=task,
         space=space.name,
@@ -362,7 +361,12 @@ class _Loop:
 
 
 def _retime(
-    task: TuneTask, database: Database, workers: Workers, options: TuneOptions, reason: str
+    task: TuneTask,
+    database: Database,
+    workers: Workers,
+    options: TuneOptions,
+    reason: str,
+    job_id: int | None,
 ) -> tuple[tuple[RankedSchedule, ...], str]:
     """The ``retime_top`` fastest search measurements, each measured ``retime_rounds``
     more times (built afresh each time, in turns); a schedule whose every round
@@ -391,7 +395,7 @@ def _retime(
     for k, record in enumerate(top):
         rounds_of_record = runs[k :: len(top)]
         if rounds_of_record and all(run.seconds is not None for run in rounds_of_record):
-            retimings.append(_retiming(record, rounds_of_record))
+            retimings.append(_retiming(record, rounds_of_record, job_id))
     database.commit_records(retimings)
     retimed = {m.trace: min(m.run_times) for m in retimings}
     ranked = []
@@ -419,14 +423,16 @@ def _unretimed_best(
     )
 
 
-def _retiming(record: TuningRecord, rounds: Sequence[RunResult]) -> Measurement:
-    """A careful re-timing of a stored search measurement, as a record of its own."""
+def _retiming(record: TuningRecord, rounds: Sequence[RunResult], job_id: int | None) -> Measurement:
+    """A careful re-timing of a stored search measurement, as a record of its own (of
+    the job ``job_id``, when one made it)."""
     return Measurement.ok(
         record.workload_key,
         record.target,
         record.trace,
         [t for run in rounds for t in run.run_times],
         worker_host=rounds[0].worker_host,
+        job_id=job_id,
         purpose=Purpose.RETIME,
     )
 
@@ -455,10 +461,6 @@ def _restored_count(space: spaces.Space, records: Sequence[TuningRecord]) -> int
         if candidate is not None:
             hashes.add(candidate.trace_hash)
     return len(hashes)
-
-
-def _name(task: TuneTask) -> str:
-    return json.loads(task.spec)["op"] if task.spec else "workload"
 
 
 def format_table(result: TuneResult) -> str:

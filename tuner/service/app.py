@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 from anyio import to_thread
@@ -21,8 +22,9 @@ from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 from fastapi.routing import APIRoute
+from fastapi.staticfiles import StaticFiles
 from pydantic import TypeAdapter
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match
@@ -88,6 +90,8 @@ EVENT_POLL_SECONDS = 0.5
 BEST_FRESH_SECONDS = 1.0
 BEST_LIST = TypeAdapter(list[BestSchedule])
 NO_WORKERS = "none in this server: coordinators run apart"
+# The dashboard: a page, its script and style sheet, and the chart library it uses.
+DASHBOARD = Path(__file__).parent / "static"
 # Threads the routes run on (see _few_route_threads).
 ROUTE_THREADS = 8
 # The largest request body taken: a job of many specs fits in a small fraction of it.
@@ -337,6 +341,12 @@ def create_app(
         lambda job: _flop_counts(database, job),
     )
     app.include_router(v1)
+    app.mount("/ui", StaticFiles(directory=DASHBOARD, html=True), name="dashboard")
+
+    @app.get("/", include_in_schema=False)
+    def dashboard() -> RedirectResponse:
+        return RedirectResponse("/ui/")
+
     return app
 
 

@@ -78,7 +78,7 @@ def submit(database: SQLDatabase, request: JobRequest, *, token_id: int | None =
         except ValueError as err:
             raise JobRequestError(f"tuner: {err}") from None
     for task in tasks:
-        database.commit_workload(task.func, flop_count=task.flop_count)
+        database.commit_workload(task.func, name=task.name, flop_count=task.flop_count)
     return database.create_job(
         request.to_json(),
         [(t.workload_key, t.target, request.trials) for t in tasks],
