@@ -366,7 +366,7 @@ async def _only_known_parameters(request: Request) -> None:
     route = request.scope.get("route")
     if not isinstance(route, APIRoute):
         return
-    known = _query_names(route.dependant)
+    known = _route_query_names(route)
     unknown = sorted(set(request.query_params) - known)
     if unknown:
         takes = ", ".join(sorted(known)) or "none"
@@ -374,6 +374,17 @@ async def _only_known_parameters(request: Request) -> None:
             status_code=422,
             detail=f"query: unknown parameter {', '.join(unknown)}; this route takes {takes}",
         )
+
+
+_QUERY_NAMES: Memo[tuple[str, frozenset[str]], frozenset[str]] = Memo()
+
+
+def _route_query_names(route: APIRoute) -> frozenset[str]:
+    """The query parameters a route takes, found once per route (not at each request)."""
+    return _QUERY_NAMES.get(
+        (route.path, frozenset(route.methods or ())),
+        lambda: frozenset(_query_names(route.dependant)),
+    )
 
 
 def _query_names(dependant: Dependant) -> set[str]:

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 from db import Job as StoredJob
 from db import JobStatus, Purpose, TuningRecord, WorkloadEntry
+from db.jobs import FINAL
 from db.record import OK_STATUS
 from tuner.service.schemas import BestSchedule, Job, JobTask, Record, Trial, Workload
 
@@ -64,9 +65,7 @@ def _seconds_per_trial(job: StoredJob) -> float | None:
 def _seconds_left(
     job: StoredJob, status: JobStatus, trials_left: int, pace: float | None
 ) -> float | None:
-    if job.status is not JobStatus.RUNNING and job.status is not JobStatus.QUEUED:
-        return 0.0
-    if status is JobStatus.DONE or trials_left <= 0:
+    if job.status in FINAL or status is JobStatus.DONE or trials_left <= 0:
         return 0.0
     return None if pace is None else trials_left * pace
 
