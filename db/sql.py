@@ -307,6 +307,11 @@ class SQLDatabase(Database):
         """A new token and its secret, which is shown this once: only its digest is kept."""
         return tokens.create_token(self._writer, name, Role(role), quota)
 
+    def ensure_token(self, name: str, role: Role, secret: str) -> tuple[ApiToken, bool]:
+        """The live token of a secret made elsewhere (a deployment's), registered now
+        when there is none, and whether it was; safe to repeat and to race."""
+        return tokens.ensure_token(self._writer, name, Role(role), secret)
+
     def tokens(self) -> list[ApiToken]:
         return tokens.tokens(self._engine)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import Engine, Row, func, insert, select, update
+from sqlalchemy.exc import IntegrityError
 
 from db.errors import RecordError
 from db.models import JobRow, TokenRow
@@ -20,6 +21,10 @@ from db.queries import as_utc, now
 from db.record import JobStatus
 
 SECRET_PREFIX = "tt_"
+# The shortest secret ``ensure_token`` takes: 32 URL-safe characters carry 192 random
+# bits, past guessing (``create_token`` makes 46).
+MIN_SECRET_LENGTH = 32
+MAKE_SECRET = "python3 -c 'import secrets; print(\"tt_\" + secrets.token_urlsafe(32))'"
 UNFINISHED = (JobStatus.QUEUED.value, JobStatus.RUNNING.value)
 
 
@@ -49,8 +54,7 @@ def digest_of(secret: str) -> str:
 
 def create_token(engine: Engine, name: str, role: Role, quota: int | None) -> tuple[ApiToken, str]:
     """A new token and its secret (shown once: only its digest is stored)."""
-    if not name or len(name) > 128:
-        raise RecordError(f"token name: give 1 to 128 characters, got {len(name)}")
+    _check_name(name)
     if quota is not None and (type(quota) is not int or quota < 0):
         raise RecordError(f"token quota: must be a non-negative integer, got {quota!r}")
     secret = SECRET_PREFIX + secrets.token_urlsafe(32)
@@ -67,6 +71,45 @@ def create_token(engine: Engine, name: str, role: Role, quota: int | None) -> tu
             .returning(TokenRow.id)
         ).scalar_one()
     return _token(engine, token_id), secret
+
+
+def ensure_token(engine: Engine, name: str, role: Role, secret: str) -> tuple[ApiToken, bool]:
+    """The live token of ``secret``, registered now with ``name`` and ``role`` when there
+    is none, and whether it was: a deployment hands its first admin secret in (a file
+    its operator made) instead of reading one from ``create_token``, and may do so at
+    every start. The digest column is unique, so of two calls racing to register one
+    secret, one inserts and the other's insert fails: it then finds the first one's
+    token. A secret of a revoked token, or of a token of another role, is refused."""
+    _check_name(name)
+    check_secret(secret)
+    role = Role(role)
+    digest = digest_of(secret)
+    registered = False
+    if _with_digest(engine, digest) is None:
+        registered = _insert_unless_taken(engine, name, role, digest)
+    token = _with_digest(engine, digest)
+    assert token is not None, "the digest is stored: this call or a racing one inserted it"
+    if token.revoked_at is not None:
+        raise RecordError(
+            f"the secret given is that of token {token.id} {token.name!r}, revoked: a revoked "
+            f"token stays revoked; make a new secret with {MAKE_SECRET}"
+        )
+    if token.role is not role:
+        raise RecordError(
+            f"the secret given is that of token {token.id} {token.name!r}, of the role "
+            f"{token.role.value!r}, not {role.value!r}; make a new secret with {MAKE_SECRET}"
+        )
+    return token, registered
+
+
+def check_secret(secret: str) -> None:
+    """Refuse a secret handed in that is short enough to guess, or that an HTTP
+    ``Authorization: Bearer`` header cannot carry (white space)."""
+    if len(secret) < MIN_SECRET_LENGTH or any(c.isspace() for c in secret):
+        raise RecordError(
+            f"a token secret needs {MIN_SECRET_LENGTH} characters or more and no white "
+            f"space, got {len(secret)} characters; make one with {MAKE_SECRET}"
+        )
 
 
 def tokens(engine: Engine) -> list[ApiToken]:
@@ -103,6 +146,32 @@ def unfinished_jobs(engine: Engine, token_id: int) -> int:
             .select_from(JobRow)
             .where(JobRow.token_id == token_id, JobRow.status.in_(UNFINISHED))
         ).scalar_one()
+
+
+def _check_name(name: str) -> None:
+    if not name or len(name) > 128:
+        raise RecordError(f"token name: give 1 to 128 characters, got {len(name)}")
+
+
+def _with_digest(engine: Engine, digest: str) -> ApiToken | None:
+    """The token of ``digest``, revoked or not."""
+    with engine.connect() as connection:
+        row = connection.execute(
+            select(TokenRow.__table__).where(TokenRow.digest == digest)
+        ).first()
+    return None if row is None else _from_row(row)
+
+
+def _insert_unless_taken(engine: Engine, name: str, role: Role, digest: str) -> bool:
+    """Insert a token of ``digest``; False when a racing call inserted it first."""
+    try:
+        with engine.begin() as connection:
+            connection.execute(
+                insert(TokenRow).values(name=name, digest=digest, role=role.value, created_at=now())
+            )
+    except IntegrityError:
+        return False
+    return True
 
 
 def _token(engine: Engine, token_id: int) -> ApiToken:

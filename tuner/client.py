@@ -42,17 +42,19 @@ class Client:
         workloads: Sequence[Mapping[str, Any]],
         *,
         target: str = "llvm",
+        targets: Sequence[str] = (),
         trials: int = 64,
         tuner: str = "auto",
         space: str = "auto",
         seed: int = 0,
         priority: int = 0,
     ) -> dict[str, Any]:
-        """Queue a job tuning each workload (an operator spec) for ``trials`` trials;
-        queued jobs of a higher ``priority`` run first."""
-        body = {
+        """Queue a job tuning each workload (an operator spec) on ``target``, or on each
+        of ``targets``, for ``trials`` trials; queued jobs of a higher ``priority`` run
+        first."""
+        body: dict[str, Any] = {"targets": list(targets)} if targets else {"target": target}
+        body |= {
             "workloads": [dict(w) for w in workloads],
-            "target": target,
             "trials": trials,
             "tuner": tuner,
             "space": space,

@@ -7,17 +7,32 @@ one table that turns a named error into a message and an exit code (the ``tune``
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from typing import NoReturn
 
-from db import DatabaseError, ImportSummary, RecordError, SQLDatabase, default_url, migrate
+from db import DatabaseError, ImportSummary, RecordError, Role, SQLDatabase, default_url, migrate
 from db.engine import in_memory, open_engine, shown
-from tuner import client_commands, service_commands, tune_commands
+from db.tokens import check_secret
+from tuner import client_commands, health_commands, node_commands, service_commands, tune_commands
 from tuner.arguments import int_in_range
 from tuner.client import ServiceError
+from tuner.health_commands import HealthError
+from tuner.log_format import LOG_FORMATS, logging_as
+from tuner.secret_files import read_secret_file, with_password_file
 from tuner.tune_commands import UsageError
 from workers import WorkersError
+
+PASSWORD_FILE_VARIABLE = "TENSORTUNE_DB_PASSWORD_FILE"
+LOG_FORMAT_VARIABLE = "TENSORTUNE_LOG_FORMAT"
+# The long-running commands, whose log records a collector reads from standard output;
+# the others keep standard output for what they print (an export, a trace) and Python's
+# default for their records (warnings, on standard error).
+LOGGING_COMMANDS = ("serve", "coordinator")
+# The name ``db upgrade --admin-token-file`` registers the deployment's admin token under.
+ADMIN_TOKEN_NAME = "admin"
 
 # What each named error exits with; anything else is a bug and keeps its traceback.
 EXIT_CODES: tuple[tuple[type[Exception], int], ...] = (
@@ -25,15 +40,18 @@ EXIT_CODES: tuple[tuple[type[Exception], int], ...] = (
     (DatabaseError, 1),
     (WorkersError, 1),
     (ServiceError, 1),
+    (HealthError, 1),
     (OSError, 1),
 )
 
 
 def run(argv: Sequence[str] | None = None) -> int:
     """Run one command line; returns its exit code (see ``tuner.cli``)."""
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
+    logs = logging_as(args.log_format) if args.command in LOGGING_COMMANDS else nullcontext()
     try:
-        args.run(_database_url(args.url), args)
+        with logs:
+            args.run(_database_url(args.url), args)
     except tuple(error for error, _ in EXIT_CODES) as err:
         code = next(code for error, code in EXIT_CODES if isinstance(err, error))
         where = f"tensortune {args.command}: error" if code == 2 else "tensortune"
@@ -46,7 +64,7 @@ def _database_url(given: str | None) -> str:
     """The database a command works on: ``--url``/``--db`` if given, else the default.
     A database in memory is refused: what a command stored there would be lost."""
     if given is None:
-        return default_url()
+        return _with_password(default_url())
     if not given.strip():
         raise UsageError(
             "--db/--url is empty; give a database URL or leave the flag out for "
@@ -57,7 +75,14 @@ def _database_url(given: str | None) -> str:
             f"--db/--url {given!r} is a database in memory, lost when tensortune exits; "
             "give a file (sqlite:///path.db) or a server URL"
         )
-    return given
+    return _with_password(given)
+
+
+def _with_password(url: str) -> str:
+    """``url`` with the password in ``$TENSORTUNE_DB_PASSWORD_FILE`` when that is set
+    (a Docker secret) and ``url`` names a server and no password."""
+    password_file = os.environ.get(PASSWORD_FILE_VARIABLE)
+    return with_password_file(url, password_file, f"${PASSWORD_FILE_VARIABLE}")
 
 
 def _one_line(err: Exception) -> str:
@@ -71,12 +96,22 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="tensortune", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--log-format",
+        type=_log_format,
+        choices=LOG_FORMATS,
+        default=os.environ.get(LOG_FORMAT_VARIABLE) or "text",
+        help="how serve and coordinator print their log records to standard output: text, "
+        f"or json, one object a line (default: ${LOG_FORMAT_VARIABLE}, else text)",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     tune_commands.add_commands(commands)
     service_commands.add_commands(commands)
     client_commands.add_commands(commands)
+    node_commands.add_commands(commands)
+    health_commands.add_commands(commands)
     db = commands.add_parser("db", help="the tuning database")
     db_commands = db.add_subparsers(dest="db_command", required=True)
 
@@ -92,6 +127,12 @@ def _parser() -> argparse.ArgumentParser:
 
     upgrade = command("upgrade", _upgrade, "migrate the schema to a revision")
     upgrade.add_argument("--revision", default="head", help="target revision (default: head)")
+    upgrade.add_argument(
+        "--admin-token-file",
+        metavar="FILE",
+        help="then make sure an admin token exists whose secret is this file's content "
+        "(32 characters or more), registering it if it is new",
+    )
     command("current", _current, "print the schema revision")
     export = command("export", _export, "write records as JSON lines")
     export.add_argument(
@@ -109,13 +150,40 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _log_format(value: str) -> str:
+    """A ``--log-format``, also when it is the default from the environment, which
+    argparse's ``choices`` does not check."""
+    if value not in LOG_FORMATS:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a log format (given here or in ${LOG_FORMAT_VARIABLE}); "
+            f"give one of {', '.join(LOG_FORMATS)}"
+        )
+    return value
+
+
 def _upgrade(url: str, args: argparse.Namespace) -> None:
+    """Migrate, then register the deployment's admin token: the secret is checked
+    first, so a bad one changes nothing."""
+    secret = None if args.admin_token_file is None else _admin_secret(args.admin_token_file)
     engine = open_engine(url)
     try:
         before, after = migrate.upgrade(engine, args.revision)
     finally:
         engine.dispose()
     print(f"{shown(url)}: schema revision {before} -> {after}")
+    if secret is not None:
+        with SQLDatabase(url, create=False) as database:
+            token, registered = database.ensure_token(ADMIN_TOKEN_NAME, Role.ADMIN, secret)
+        print(f"admin token {token.name}: {'registered' if registered else 'already there'}")
+
+
+def _admin_secret(path: str) -> str:
+    secret = read_secret_file(path, "--admin-token-file").strip()
+    try:
+        check_secret(secret)
+    except RecordError as err:
+        raise UsageError(f"--admin-token-file {path!r}: {err}") from None
+    return secret
 
 
 def _current(url: str, args: argparse.Namespace) -> None:

@@ -16,9 +16,11 @@ from contextlib import contextmanager
 from typing import Any
 
 import uvicorn
+from fastapi import FastAPI
 
 import workers
 from db import Role, SQLDatabase
+from db.engine import shown
 from tuner.arguments import int_in_range
 from tuner.service import create_app
 from tuner.service.coordinator import Coordinator
@@ -54,6 +56,12 @@ def add_commands(commands: Any) -> None:
         action="store_true",
         help="log every request (off by default: GET /metrics has their latency by route)",
     )
+    serve.add_argument(
+        "--no-coordinator",
+        dest="coordinator",
+        action="store_false",
+        help="serve the API only: jobs wait for a tensortune coordinator running apart",
+    )
     serve.add_argument("--url", "--db", dest="url", help="database URL (default: SQLite)")
     worker_arguments(serve)
     serve.set_defaults(run=run_serve)
@@ -85,7 +93,12 @@ def add_commands(commands: Any) -> None:
 
 def run_serve(url: str, args: argparse.Namespace) -> None:
     """Serve until interrupted; a job running then goes back to the queue after its
-    current batch, to resume from its records when the service starts again."""
+    current batch, to resume from its records when the service starts again. With
+    ``--no-coordinator`` the server only stores jobs, for coordinators running apart."""
+    if not args.coordinator:
+        with SQLDatabase(url) as database:
+            _serve(create_app(database, anonymous_reads=args.anonymous_reads), args)
+        return
     kind, options = backend_of(args)
     with SQLDatabase(url) as database, workers.create(kind, **options) as backend:
         wake = threading.Event()
@@ -96,14 +109,21 @@ def run_serve(url: str, args: argparse.Namespace) -> None:
                 submitted=wake.set,
                 workers_health=lambda: _workers_health(kind, running),
             )
-            gc.freeze()  # what was made to start lives as long as the server: never scan it
-            shown_host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
-            print(
-                f"tensortune: the dashboard is at http://{shown_host}:{args.port}/", file=sys.stderr
-            )
-            uvicorn.run(
-                app, host=args.host, port=args.port, log_level="info", access_log=args.access_log
-            )
+            _serve(app, args)
+
+
+def _serve(app: FastAPI, args: argparse.Namespace) -> None:
+    gc.freeze()  # what was made to start lives as long as the server: never scan it
+    shown_host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
+    print(f"tensortune: the dashboard is at http://{shown_host}:{args.port}/", file=sys.stderr)
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level="info",
+        access_log=args.access_log,
+        log_config=None,  # its loggers propagate to the one handler of --log-format
+    )
 
 
 def _workers_health(kind: str, coordinator: threading.Thread) -> str:
@@ -124,7 +144,10 @@ def run_coordinator(url: str, args: argparse.Namespace) -> None:
     kind, options = backend_of(args)
     with SQLDatabase(url) as database, workers.create(kind, **options) as backend:
         coordinator = Coordinator(database, backend)
-        print(f"coordinator {coordinator.name}: running the queued jobs of {url}", file=sys.stderr)
+        print(
+            f"coordinator {coordinator.name}: running the queued jobs of {shown(url)}",
+            file=sys.stderr,
+        )
         with _coordinating(coordinator, threading.Event()) as running:
             while running.is_alive():
                 running.join(timeout=IDLE_SECONDS)

@@ -46,9 +46,10 @@ from tuner.tune import (
 )
 from workers.ray_address import parse_address
 
-# A workload key, or the start of one: ``records`` prints the first 12 characters.
+RAY_ADDRESS_VARIABLE = "TENSORTUNE_RAY_ADDRESS"
 RAY_CONNECT_TIMEOUT_S = 30.0
 MAX_RAY_CONNECT_TIMEOUT_S = 3600.0
+# A workload key, or the start of one: ``records`` prints the first 12 characters.
 KEY_PREFIX = re.compile(r"^[0-9a-f]{1,64}$")
 MIN_KEY_PREFIX = 8
 
@@ -107,9 +108,20 @@ def add_commands(commands: Any) -> None:
 
 
 def worker_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--workers``, ``--ray-address``, ``--ray-connect-timeout`` (see ``backend_of``)."""
+    """``--workers``, ``--ray-address`` (default ``$TENSORTUNE_RAY_ADDRESS``),
+    ``--ray-connect-timeout`` and ``--route-by-target`` (see ``backend_of``)."""
     parser.add_argument("--workers", choices=workers.KINDS, default="local")
-    parser.add_argument("--ray-address", help="a Ray cluster to use (implies --workers ray)")
+    parser.add_argument(
+        "--ray-address",
+        default=os.environ.get(RAY_ADDRESS_VARIABLE) or None,
+        help=f"a Ray cluster to use (implies --workers ray; default ${RAY_ADDRESS_VARIABLE})",
+    )
+    parser.add_argument(
+        "--route-by-target",
+        action="store_true",
+        help="measure each candidate only on a Ray node marked for its target "
+        "(tensortune ray-node --target)",
+    )
     parser.add_argument(
         "--ray-connect-timeout",
         type=float,
@@ -226,6 +238,8 @@ def run_records(url: str, args: argparse.Namespace) -> None:
 def backend_of(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     """The workers kind and its options, the Ray address and timeout checked."""
     if args.ray_address is None and args.workers != "ray":
+        if args.route_by_target:
+            raise UsageError("--route-by-target routes among Ray nodes; add --workers ray")
         return args.workers, {}
     timeout = args.ray_connect_timeout
     if not 0 < timeout <= MAX_RAY_CONNECT_TIMEOUT_S:
@@ -238,7 +252,11 @@ def backend_of(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
             parse_address(args.ray_address)
         except workers.WorkersError as err:
             raise UsageError(f"--ray-address: {err}") from err
-    return "ray", {"address": args.ray_address, "connect_timeout_s": timeout}
+    return "ray", {
+        "address": args.ray_address,
+        "connect_timeout_s": timeout,
+        "route_by_target": args.route_by_target,
+    }
 
 
 def _stored_after_interrupt(url: str, task: TuneTask) -> str:

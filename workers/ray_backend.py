@@ -4,7 +4,11 @@ The same code runs on a Ray started on demand in this process (no address) and
 on a cluster joined by address (``ray start --head`` on one host, ``ray start
 --address=...`` on the others). Runner hosts are chosen by a Ray resource: every
 alive node that has it gets one runner actor, pinned there, which measures one
-candidate at a time; a GPU host is just a node with another resource.
+candidate at a time; a GPU host is just a node with another resource. With
+``route_by_target``, a candidate is measured only on a node that carries its
+target's host-kind resource (``workers.hosts``), so a cluster of several kinds of
+hosts times each target on its own hardware; nodes that join later (a new host, a
+restarted one) get a runner at the next batch.
 
 Faults: a build task that crashes is a CRASHED record (a crash that coincides
 with a lost node is retried once elsewhere); one past its deadline is cancelled
@@ -12,11 +16,15 @@ with a lost node is retried once elsewhere); one past its deadline is cancelled
 its deadline is restarted (``max_restarts``) and pinged: if it comes back, the
 candidate it held is recorded (CRASHED or TIMEOUT); if it cannot come back, its
 node is gone, the actor is dropped and the candidate goes to another host, up to
-``node_retries`` times, else it is recorded as CRASHED. No candidate is dropped.
+``node_retries`` times, else it is recorded as CRASHED. When no live host can take
+a candidate, the runner waits up to ``host_wait_s`` for one to join (a restarted
+node comes back as a new one) before recording it as CRASHED. No candidate is
+dropped.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections import deque
@@ -43,9 +51,14 @@ from workers.base import (
     WorkersError,
     load_hook,
 )
+from workers.hosts import host_resource, served_targets
 from workers.ray_address import check_reachable
 
 DEFAULT_CONNECT_TIMEOUT_S = 30.0
+# How often a runner with work and no host for it looks for new nodes.
+HOST_POLL_S = 0.5
+
+logger = logging.getLogger(__name__)
 
 
 def connect(
@@ -80,6 +93,8 @@ def create_ray(
     num_cpus: int | None = None,
     connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
     runner_resource: str | None = None,
+    route_by_target: bool = False,
+    host_wait_s: float = 120.0,
     build_resources: Mapping[str, float] | None = None,
     build_timeout_s: float = 30.0,
     max_in_flight: int | None = None,
@@ -103,6 +118,8 @@ def create_ray(
         runner = RayRunner(
             config=config,
             resource=runner_resource,
+            route_by_target=route_by_target,
+            host_wait_s=host_wait_s,
             node_retries=node_retries,
             candidates_per_actor=candidates_per_actor,
             measurer=measurer,
@@ -253,6 +270,7 @@ class _Slot:
     actor: Any
     node_id: str
     host: str
+    serves: frozenset[str]
     alive: bool = True
     prepared: set[str] = field(default_factory=set)
     served: int = 0
@@ -263,11 +281,15 @@ class RayRunner(Runner):
     """One runner actor on every alive node that has ``resource`` (every node when
     None), each measuring one candidate at a time.
 
-    ``revive_timeout_s`` is how long a restarted actor may take to answer before
-    its host counts as lost; a lost host's candidates move to other hosts, each at
-    most ``node_retries`` times. An actor is replaced by a fresh one on its node after
-    ``candidates_per_actor`` candidates, since a process keeps every library it has
-    loaded mapped until it ends. ``measurer`` names the class that measures in an actor.
+    With ``route_by_target``, only nodes that carry a host-kind resource
+    (``workers.hosts``) get a runner, and each candidate goes to a node of its
+    target's kind. ``host_wait_s`` is how long candidates that no live node can take
+    wait for one to join. ``revive_timeout_s`` is how long a restarted actor may take
+    to answer before its host counts as lost; a lost host's candidates move to other
+    hosts, each at most ``node_retries`` times. An actor is replaced by a fresh one on
+    its node after ``candidates_per_actor`` candidates, since a process keeps every
+    library it has loaded mapped until it ends. ``measurer`` names the class that
+    measures in an actor.
     """
 
     def __init__(
@@ -275,6 +297,8 @@ class RayRunner(Runner):
         *,
         config: MeasureConfig | None = None,
         resource: str | None = None,
+        route_by_target: bool = False,
+        host_wait_s: float = 120.0,
         node_retries: int = 2,
         revive_timeout_s: float = 30.0,
         candidates_per_actor: int = 500,
@@ -284,27 +308,43 @@ class RayRunner(Runner):
             raise ValueError(
                 f"RayRunner: candidates_per_actor must be at least 1, got {candidates_per_actor}"
             )
+        if not host_wait_s >= 0:
+            raise ValueError(f"RayRunner: host_wait_s must be 0 or more, got {host_wait_s}")
         load_hook(measurer)
         self.measurer = measurer
         self.config = config or MeasureConfig()
+        self.resource = resource
+        self.route_by_target = route_by_target
+        self.host_wait_s = host_wait_s
         self.node_retries = node_retries
         self.revive_timeout_s = revive_timeout_s
         self.candidates_per_actor = candidates_per_actor
-        nodes = [
-            n for n in alive_nodes() if resource is None or n["Resources"].get(resource, 0) > 0
-        ]
-        if not nodes:
+        self._slots: list[_Slot] = []
+        self._join_new_nodes()
+        if not self._slots and not route_by_target:
             have = sorted({name for n in alive_nodes() for name in n["Resources"]})
             raise WorkersError(
                 f"RayRunner: no alive Ray node has resource {resource!r}; the nodes have "
                 f"{', '.join(have)}; start a node with --resources='{{\"{resource}\": 1}}'"
             )
-        self._slots = [self._place(node) for node in nodes]
 
-    def _place(self, node: Mapping[str, Any]) -> _Slot:
+    def _join_new_nodes(self) -> None:
+        """A runner on every alive node that should have one and has none yet."""
+        known = {slot.node_id for slot in self._slots}
+        for node in alive_nodes():
+            resources = node["Resources"]
+            serves = served_targets(resources)
+            if node["NodeID"] in known or (self.resource and resources.get(self.resource, 0) <= 0):
+                continue
+            if self.route_by_target and not serves:
+                continue
+            self._slots.append(self._place(node, serves))
+
+    def _place(self, node: Mapping[str, Any], serves: frozenset[str]) -> _Slot:
         node_id = node["NodeID"]
         host = f"{node['NodeManagerAddress']}/{node_id[:12]}"
-        return _Slot(_new_actor(node_id, host, self.measurer), node_id, host)
+        logger.info("runner on node %s (%s)", host, ", ".join(sorted(serves)) or "any target")
+        return _Slot(_new_actor(node_id, host, self.measurer), node_id, host, serves)
 
     def _renew(self, slot: _Slot) -> None:
         """A fresh actor on the slot's node in place of the old one."""
@@ -318,6 +358,10 @@ class RayRunner(Runner):
         """The hosts that still have a runner, as results name them."""
         return [slot.host for slot in self._slots if slot.alive]
 
+    def _takes(self, slot: _Slot, build: BuildResult) -> bool:
+        """Whether ``slot``'s node may measure ``build``'s candidate."""
+        return not self.route_by_target or host_resource(build.candidate.target) in slot.serves
+
     def stream(self, builds: Sequence[BuildResult]) -> Iterator[tuple[int, RunResult]]:
         queue: deque[int] = deque()
         for index, build in enumerate(builds):
@@ -325,17 +369,16 @@ class RayRunner(Runner):
                 queue.append(index)
             else:
                 yield index, RunResult.from_build(build)
+        if queue:
+            self._join_new_nodes()
         moves: dict[int, int] = {}
         busy: dict[ray.ObjectRef, _Slot] = {}
         try:
             while queue or busy:
-                for slot in self._slots:
-                    if slot.alive and slot.task is None and queue:
-                        index = queue.popleft()
-                        self._start(slot, index, builds[index], busy)
+                self._assign(queue, builds, busy)
                 if not busy:
-                    yield from self._no_host_left(queue, builds)
-                    return
+                    yield from self._wait_for_hosts(queue, builds)
+                    continue
                 earliest = min(slot.task.deadline for slot in busy.values() if slot.task)
                 timeout = max(0.0, earliest - time.monotonic())
                 ready, _ = ray.wait(list(busy), num_returns=1, timeout=timeout)
@@ -348,6 +391,58 @@ class RayRunner(Runner):
                 slot.task = None
                 ray.kill(slot.actor, no_restart=False)
                 slot.prepared.clear()
+
+    def _assign(
+        self, queue: deque[int], builds: Sequence[BuildResult], busy: dict[ray.ObjectRef, _Slot]
+    ) -> None:
+        """Give each idle runner the first queued candidate it may measure."""
+        for slot in self._slots:
+            if not slot.alive or slot.task is not None:
+                continue
+            index = next((i for i in queue if self._takes(slot, builds[i])), None)
+            if index is not None:
+                queue.remove(index)
+                self._start(slot, index, builds[index], busy)
+
+    def _wait_for_hosts(
+        self, queue: deque[int], builds: Sequence[BuildResult]
+    ) -> Iterator[tuple[int, RunResult]]:
+        """Every runner is idle and none may take a queued candidate: wait up to
+        ``host_wait_s`` for a node that may; then record the candidates none took."""
+
+        def homeless() -> list[int]:
+            live = [slot for slot in self._slots if slot.alive]
+            return [i for i in queue if not any(self._takes(s, builds[i]) for s in live)]
+
+        deadline = time.monotonic() + self.host_wait_s
+        waiting = homeless()
+        if waiting:
+            logger.warning(
+                "%d candidates wait for a runner host (%s) for up to %g s",
+                len(waiting),
+                self._wanted(builds[waiting[0]]),
+                self.host_wait_s,
+            )
+        while waiting and time.monotonic() < deadline:
+            time.sleep(HOST_POLL_S)
+            self._join_new_nodes()
+            waiting = homeless()
+        for index in waiting:
+            queue.remove(index)
+            message = (
+                f"no runner host came within {self.host_wait_s:g} s: {self._wanted(builds[index])}"
+            )
+            yield index, RunResult.failed(builds[index].candidate, ErrorKind.CRASHED, message)
+
+    def _wanted(self, build: BuildResult) -> str:
+        """What a host must be to measure ``build``'s candidate, and how to start one."""
+        target = build.candidate.target
+        if self.route_by_target:
+            return (
+                f"no live Ray node has resource {host_resource(target)!r}; start one with "
+                f"`tensortune ray-node --address HEAD:PORT --target {target!r}`"
+            )
+        return "every runner node was lost and none joined"
 
     def _start(
         self, slot: _Slot, index: int, build: BuildResult, busy: dict[ray.ObjectRef, _Slot]
@@ -474,14 +569,6 @@ class RayRunner(Runner):
                 f"lost {moves[index]} runner hosts while measuring this candidate "
                 f"(the last: {why}); the retry limit is {self.node_retries}"
             )
-            yield index, RunResult.failed(builds[index].candidate, ErrorKind.CRASHED, message)
-
-    def _no_host_left(
-        self, queue: deque[int], builds: Sequence[BuildResult]
-    ) -> Iterator[tuple[int, RunResult]]:
-        while queue:
-            index = queue.popleft()
-            message = "no runner host is left: every runner node of this batch was lost"
             yield index, RunResult.failed(builds[index].candidate, ErrorKind.CRASHED, message)
 
     @staticmethod

@@ -1,5 +1,10 @@
-"""Shared libraries: linking a module's object code with the system ``cc``, and
-loading such a library back as a Module."""
+"""Shared libraries: linking a module's object code with the system linker, and
+loading such a library back as a Module.
+
+The object code is linked by ``ld`` alone, not through a C compiler driver: it needs
+no start files, and naming the runtime libraries by their file names
+(``libgomp.so.1``, ``libm.so.6``) needs none of their development packages, so a
+host that builds candidates needs binutils and libgomp, not a compiler."""
 
 from __future__ import annotations
 
@@ -14,6 +19,8 @@ from compiler.errors import CompilerError
 from compiler.runtime.module import Function, Module
 from compiler.runtime.signature import SIGNATURES_SYMBOL, FuncSignature
 
+RUNTIME_LIBRARIES = ("-l:libgomp.so.1", "-l:libm.so.6")
+
 
 class ExportError(CompilerError, RuntimeError):
     """Linking or loading a shared library failed; the message has the linker output."""
@@ -27,14 +34,14 @@ def export_library(module: Module, path: str) -> None:
             raise ExportError("this module has neither object code nor a library file")
         shutil.copyfile(module.library_path, path)
         return
-    compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if compiler is None:
-        raise ExportError("no C compiler driver (cc, gcc or clang) on PATH to link with")
+    linker = shutil.which("ld")
+    if linker is None:
+        raise ExportError("no linker (ld) on PATH; install binutils")
     with tempfile.TemporaryDirectory() as tmp:
         object_path = os.path.join(tmp, "kernels.o")
         with open(object_path, "wb") as f:
             f.write(module.object_code)
-        command = [compiler, "-shared", "-o", path, object_path, "-lgomp", "-lm"]
+        command = [linker, "-shared", "-o", path, object_path, *RUNTIME_LIBRARIES]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise ExportError(f"linking {path} failed ({' '.join(command)}):\n{done.stderr}")

@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 
 import compiler
+from compiler.schedule.tuned import canonical_target
+from compiler.workload.key import workload_key
 from compiler.workload.spec import workload_from_spec
 from db import JobStatus, Purpose
 from tuner.client import Client
@@ -39,6 +41,21 @@ def test_a_job_runs_every_workload_and_its_best_schedule_builds(database, backen
     c = np.zeros((24, 16), dtype="float32")
     compiler.build(func, target="llvm", database=database)["main"](a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_a_job_of_several_targets_tunes_each_workload_on_each(database, backend) -> None:
+    targets = ("llvm", "llvm -mcpu=haswell")
+    job = submit(database, JobRequest((MATMUL, RELU), targets=targets, tuner="random", trials=2))
+    keys = [workload_key(workload_from_spec(spec)) for spec in (MATMUL, RELU)]
+    assert [(t.workload_key, t.target) for t in job.tasks] == [
+        (key, canonical_target(target)) for target in targets for key in keys
+    ]
+    done = Coordinator(database, backend).run_next()
+    assert done is not None and done.status is JobStatus.DONE
+    assert all(task.trials_done == 2 for task in done.tasks)
+    for key in keys:
+        for target in targets:
+            assert database.count(key, canonical_target(target), ok=True) >= 2
 
 
 def test_a_job_is_claimed_once_and_the_queue_then_is_empty(database, backend) -> None:
@@ -186,12 +203,12 @@ def test_serve_alone_is_a_working_service(database, admin) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     command = [sys.executable, "-m", "tuner.cli", "serve", "--url", str(database.url)]
     running = subprocess.Popen(
-        [*command, "--port", "0"], env=env, stderr=subprocess.PIPE, text=True
+        [*command, "--port", "0"], env=env, stdout=subprocess.PIPE, text=True
     )
     try:
-        assert running.stderr is not None
+        assert running.stdout is not None
         url = None
-        for line in running.stderr:
+        for line in running.stdout:  # uvicorn logs through tensortune's handler, on stdout
             if "running on http://" in line:
                 url = line.split("running on ")[1].split()[0]
                 break

@@ -18,7 +18,7 @@ from compiler.errors import ErrorKind
 from compiler.schedule.tuned import canonical_target
 from db import Job, JobStatus, Measurement, Role, WorkloadEntry
 from tuner import cli
-from tuner.commands import _parser
+from tuner.commands import build_parser
 from tuner.service import create_app
 from tuner.service.access import TOKEN_FRESH_SECONDS
 from tuner.service.app import NO_WORKERS
@@ -124,10 +124,10 @@ def test_the_openapi_schema_describes_the_routes(client) -> None:
 
 
 def test_serve_is_a_command_with_a_loopback_default() -> None:
-    args = _parser().parse_args(["serve", "--port", "0"])
+    args = build_parser().parse_args(["serve", "--port", "0"])
     assert (args.host, args.port) == ("127.0.0.1", 0)
     with pytest.raises(SystemExit):
-        _parser().parse_args(["serve", "--port", "70000"])
+        build_parser().parse_args(["serve", "--port", "70000"])
 
 
 # jobs -----------------------------------------------------------------------------------
@@ -260,6 +260,9 @@ def test_cancel_takes_a_queued_job_out_of_the_queue(client, database) -> None:
         ({"workloads": [{"op": "relu", "args": {"shape": [0]}}]}, "workloads[0]"),
         ({"workloads": [RELU], "tuner": "simulated-magic"}, "tuner"),
         ({"workload": [RELU]}, "workloads"),
+        ({"workloads": [RELU], "target": "llvm", "targets": ["llvm"]}, "targets"),
+        ({"workloads": [RELU], "targets": ["llvm", "llvm"]}, "targets"),
+        ({"workloads": [RELU], "targets": ["llvm", "cuda"]}, "workloads[0]"),
     ],
 )
 def test_a_bad_job_is_422_naming_the_field_and_stores_nothing(

@@ -34,8 +34,11 @@ from worker_candidates import (
 import workers
 from compiler.errors import ErrorKind
 from workers import WorkersError
+from workers.hosts import host_resource
 
 RESOURCE = "gpu_host"
+# A second kind of host, which this machine's CPU can stand in for.
+OTHER_KIND = "llvm -mcpu=haswell"
 CLUSTER_TIMEOUT_S = 300  # a bound for a loaded machine, not a wait
 ON_DEMAND_TIMEOUT_S = 180
 FAULTY = {"build_function": BUILD_FUNCTION, "measurer": MEASURER}
@@ -73,6 +76,25 @@ def cluster_runner_lands_on_the_node_with_the_resource(cluster: Cluster) -> None
     assert all(r.ok and node[:12] in r.worker_host for r in results), results
     with pytest.raises(WorkersError, match="tpu_host"):
         workers.create("ray", address=cluster.address, runner_resource="tpu_host")
+
+
+def cluster_candidates_go_only_to_nodes_of_their_target(cluster: Cluster) -> None:
+    """The worker node is a host of OTHER_KIND and the head of no kind: candidates for
+    OTHER_KIND are measured there, those for this CPU wait for a host of theirs and,
+    none joining, are recorded as CRASHED with what to start."""
+    worker = cluster.node_with(RESOURCE)
+    backend = workers.create(
+        "ray", address=cluster.address, config=TEST_CONFIG, route_by_target=True, host_wait_s=1.0
+    )
+    routed = [dataclasses.replace(matmul_candidate(s), target=OTHER_KIND) for s in range(3)]
+    homeless = matmul_candidate(3)
+    with backend:
+        hosts = backend.runner.hosts  # type: ignore[attr-defined]
+        results = backend.measure([routed[0], homeless, *routed[1:]])
+    assert len(hosts) == 1 and worker[:12] in hosts[0]
+    assert kinds(results) == [None, ErrorKind.CRASHED, None, None], [r.error for r in results]
+    assert all(worker[:12] in r.worker_host for r in results if r.ok)
+    assert "tensortune ray-node" in results[1].error and "--target 'llvm'" in results[1].error
 
 
 def cluster_each_fault_costs_one_record(cluster: Cluster) -> None:
@@ -173,7 +195,7 @@ def cluster_outcomes() -> dict[str, dict[str, Any]]:
     return run_scenarios(
         __file__,
         "cluster_",
-        worker_nodes=[{RESOURCE: 1}],
+        worker_nodes=[{RESOURCE: 1, host_resource(OTHER_KIND): 1}],
         timeout_s=CLUSTER_TIMEOUT_S,
         env=NODE_ENV,
     )
@@ -198,6 +220,12 @@ def test_runner_lands_on_the_node_with_the_resource(
     cluster_outcomes: dict[str, dict[str, Any]],
 ) -> None:
     passed(cluster_outcomes, "cluster_runner_lands_on_the_node_with_the_resource")
+
+
+def test_candidates_go_only_to_nodes_of_their_target(
+    cluster_outcomes: dict[str, dict[str, Any]],
+) -> None:
+    passed(cluster_outcomes, "cluster_candidates_go_only_to_nodes_of_their_target")
 
 
 def test_each_fault_costs_one_record(cluster_outcomes: dict[str, dict[str, Any]]) -> None:

@@ -270,8 +270,14 @@ def create_app(
                 detail=f"token {token.name!r} has {token.quota} unfinished jobs, its quota; "
                 "wait for one to end or cancel one",
             )
+        if submission.targets and "target" in submission.model_fields_set:
+            raise jobs.JobRequestError("target, targets: give one of them, not both")
         request = jobs.JobRequest(
-            **{**submission.model_dump(), "workloads": tuple(submission.workloads)}
+            **{
+                **submission.model_dump(),
+                "workloads": tuple(submission.workloads),
+                "targets": tuple(submission.targets),
+            }
         )
         job = jobs.submit(database, request, token_id=token.id)
         if submitted is not None:

@@ -79,7 +79,7 @@ class Coordinator:
     def _run(self, job: Job) -> Job:
         try:
             request = JobRequest.from_json(job.spec)
-            for row, spec in zip(job.tasks, request.workloads, strict=True):
+            for row, (spec, _) in zip(job.tasks, request.task_specs(), strict=True):
                 if self._should_stop(job.id):
                     break
                 if row.status is JobStatus.DONE:

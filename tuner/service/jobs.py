@@ -1,6 +1,7 @@
-"""A tuning job as the service takes it: one or more operator specs, a target, a
-trial budget per workload and the search options, checked whole before anything is
-stored, and kept as the job's spec (plain JSON) for the coordinator that runs it."""
+"""A tuning job as the service takes it: one or more operator specs, a target (or
+several: a cluster with hosts of several kinds tunes each workload for each), a trial
+budget per task and the search options, checked whole before anything is stored, and
+kept as the job's spec (plain JSON) for the coordinator that runs it."""
 
 from __future__ import annotations
 
@@ -31,15 +32,24 @@ class JobRequest:
     space: str = "auto"
     seed: int = 0
     priority: int = 0
+    targets: tuple[str, ...] = ()
+
+    def task_specs(self) -> list[tuple[dict[str, Any], str]]:
+        """(spec, target) of each task, in the order of the job's tasks: every workload
+        on ``targets`` one target after another, or on ``target`` when none are given."""
+        return [
+            (spec, target) for target in self.targets or (self.target,) for spec in self.workloads
+        ]
 
     def tasks(self) -> list[TuneTask]:
-        """The tuning task of each workload; raises JobRequestError for a bad spec."""
+        """The tuning task of each workload on each target; raises JobRequestError for a
+        bad spec or target."""
         found = []
-        for k, spec in enumerate(self.workloads):
+        for k, (spec, target) in enumerate(self.task_specs()):
             try:
-                found.append(TuneTask.from_spec(spec, self.target))
+                found.append(TuneTask.from_spec(spec, target))
             except ValueError as err:
-                raise JobRequestError(f"workloads[{k}]: {err}") from None
+                raise JobRequestError(f"workloads[{k % len(self.workloads)}]: {err}") from None
         return found
 
     def options(self, trials: int) -> TuneOptions:
@@ -48,11 +58,18 @@ class JobRequest:
     def to_json(self) -> dict[str, Any]:
         document = asdict(self)
         document["workloads"] = list(self.workloads)
+        document["targets"] = list(self.targets)
         return document
 
     @staticmethod
     def from_json(document: Mapping[str, Any]) -> JobRequest:
-        return JobRequest(**{**document, "workloads": tuple(document["workloads"])})
+        return JobRequest(
+            **{
+                **document,
+                "workloads": tuple(document["workloads"]),
+                "targets": tuple(document.get("targets", ())),
+            }
+        )
 
 
 def submit(database: SQLDatabase, request: JobRequest, *, token_id: int | None = None) -> Job:
@@ -61,6 +78,9 @@ def submit(database: SQLDatabase, request: JobRequest, *, token_id: int | None =
     ``token_id``."""
     if not request.workloads:
         raise JobRequestError("workloads: give at least one operator spec")
+    repeated = sorted({t for t in request.targets if request.targets.count(t) > 1})
+    if repeated:
+        raise JobRequestError(f"targets: {', '.join(map(repr, repeated))} given more than once")
     if request.space not in SPACES:
         raise JobRequestError(f"space: {request.space!r} is not one of {', '.join(SPACES)}")
     try:
@@ -69,6 +89,7 @@ def submit(database: SQLDatabase, request: JobRequest, *, token_id: int | None =
         raise JobRequestError(str(err)) from None
     tasks = request.tasks()
     for k, task in enumerate(tasks):
+        k %= len(request.workloads)
         try:
             space = choose_space(request.space, task.func, target=task.target, seed=request.seed)
         except ValueError as err:

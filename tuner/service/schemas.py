@@ -104,7 +104,8 @@ NO_JOB: dict[int | str, dict[str, Any]] = {
 
 
 class JobSubmission(BaseModel):
-    """A tuning job: each workload tuned on the target for ``trials`` trials."""
+    """A tuning job: each workload tuned on the target (or on each of ``targets``) for
+    ``trials`` trials."""
 
     workloads: list[dict[str, Any]] = Field(
         min_length=1,
@@ -112,7 +113,12 @@ class JobSubmission(BaseModel):
         description='operator specs, e.g. {"op": "matmul", "args": {"m": 64, "n": 64, "k": 64}}',
     )
     target: str = Field("llvm", min_length=1, max_length=256)
-    trials: int = Field(64, ge=1, le=100_000, description="trials per workload")
+    targets: list[Annotated[str, Field(min_length=1, max_length=256)]] = Field(
+        [],
+        max_length=16,
+        description="tune every workload on each of these targets instead of on target",
+    )
+    trials: int = Field(64, ge=1, le=100_000, description="trials per workload and target")
     tuner: str = Field("auto", min_length=1, max_length=32, description="a search strategy")
     space: Literal["auto", "template", "generated"] = "auto"
     seed: int = Field(0, ge=0, le=2**31 - 1)
