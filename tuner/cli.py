@@ -5,6 +5,9 @@
     tensortune tune ... --space module:function   search a schedule function f(sch)
     tensortune best matmul --shape M N K [--target T]  the best trace as Python calls
     tensortune records [matmul --shape M N K | KEY]     stored records, newest first, paged
+    tensortune tune-model model.onnx [--trials N]   tune every task of a model, one budget
+    tensortune run model.onnx [--inputs x.npz] [--output y.npz]   run it, print the latency
+    tensortune ray-node --head | --address HOST:PORT [--target T]   a node of a cluster
     tensortune db upgrade [--url URL]          bring the schema to this version's
         [--admin-token-file FILE]              and register FILE's secret as an admin token
     tensortune db current [--url URL]          the schema revision
@@ -13,7 +16,7 @@
     tensortune db merge OTHER_URL              add another database's records
     tensortune db prune --keep K               keep the K best per workload and target
     tensortune health [--server URL] [--db [--url URL]]  exit 0 when they answer, else 1
-    tensortune --log-format json COMMAND ...   log records as JSON lines (default: text)
+    tensortune --log-format json serve|coordinator ...   log records as JSON lines
 
 ``--url`` (``--db``) defaults to ``$TENSORTUNE_DB_URL``, else the embedded SQLite
 file; a server URL without a password gets the content of the file

@@ -16,7 +16,14 @@ from typing import NoReturn
 from db import DatabaseError, ImportSummary, RecordError, Role, SQLDatabase, default_url, migrate
 from db.engine import in_memory, open_engine, shown
 from db.tokens import check_secret
-from tuner import client_commands, health_commands, node_commands, service_commands, tune_commands
+from tuner import (
+    client_commands,
+    health_commands,
+    model_commands,
+    node_commands,
+    service_commands,
+    tune_commands,
+)
 from tuner.arguments import int_in_range
 from tuner.client import ServiceError
 from tuner.health_commands import HealthError
@@ -111,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     service_commands.add_commands(commands)
     client_commands.add_commands(commands)
     node_commands.add_commands(commands)
+    model_commands.add_commands(commands)
     health_commands.add_commands(commands)
     db = commands.add_parser("db", help="the tuning database")
     db_commands = db.add_subparsers(dest="db_command", required=True)

@@ -1,0 +1,126 @@
+"""Operator fusion: the graph cut into groups, each one PrimFunc.
+
+A group is a chain: its first node (the anchor) and the elementwise and broadcast
+nodes that follow it, each reading the output of the one before, which nothing else
+reads. So a convolution takes its bias, batch-norm shift, residual add and
+activation; an elementwise node with no anchor before it heads a group of its own;
+a reduction (softmax, layer norm, pooling) and an injective node (reshape,
+transpose, concatenate, pad) stay alone (``compiler.graph.ops.Pattern``).
+
+A group's function takes the values it reads from outside (model inputs, weights,
+other groups' outputs) as parameters named ``p0``, ``p1``, ... in the order it
+first reads them, and its output last: two groups that compute the same thing on
+values of the same types are the same workload, whatever the values are called.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from compiler import te
+from compiler.graph.ir import Graph, Node, TensorType
+from compiler.graph.ops import OPS, Pattern, tensor_of
+from compiler.ir.function import PrimFunc
+
+# Groups that an elementwise or broadcast node may join as their epilogue.
+TAKES_EPILOGUE = (Pattern.COMPLEX, Pattern.ELEMWISE, Pattern.BROADCAST)
+
+
+@dataclass(frozen=True)
+class FusedGroup:
+    nodes: tuple[Node, ...]
+    inputs: tuple[str, ...]
+
+    @property
+    def output(self) -> str:
+        return self.nodes[-1].output
+
+    @property
+    def anchor(self) -> Node:
+        return self.nodes[0]
+
+    @property
+    def name(self) -> str:
+        """The ops of the group, joined: ``conv2d_add_relu``."""
+        return "_".join(node.op for node in self.nodes)
+
+    def prim_func(self, types: dict[str, TensorType]) -> PrimFunc:
+        """The group as one function of its inputs (``p0``, ``p1``, ...) and output."""
+        placeholders = {
+            value: te.placeholder(types[value].shape, types[value].dtype, name=f"p{k}")
+            for k, value in enumerate(self.inputs)
+        }
+        tensors = dict(placeholders)
+        for node in self.nodes:
+            tensors[node.output] = tensor_of(node, [tensors[value] for value in node.inputs])
+        return te.create_prim_func([*placeholders.values(), tensors[self.output]])
+
+
+def fuse(graph: Graph) -> list[FusedGroup]:
+    """The groups of ``graph``, in an order where each runs after those it reads."""
+    consumers = graph.consumers()
+    outputs = set(graph.outputs)
+    chains: list[list[Node]] = []
+    chain_of: dict[str, int] = {}  # a chain's last output -> the chain
+    for node in graph.nodes:
+        joined = _chain_to_join(node, chains, chain_of, consumers, outputs)
+        if joined is None:
+            chains.append([node])
+            joined = len(chains) - 1
+        else:
+            chain_of.pop(chains[joined][-1].output)
+            chains[joined].append(node)
+        chain_of[node.output] = joined
+    groups = [FusedGroup(tuple(chain), _outside_inputs(chain)) for chain in chains]
+    return _in_dependency_order(groups)
+
+
+def _in_dependency_order(groups: list[FusedGroup]) -> list[FusedGroup]:
+    """A group may read a group begun after it (a residual add joins the convolution
+    group that started first), so order them by what they read (depth first)."""
+    made_by = {group.output: group for group in groups}
+    ordered: list[FusedGroup] = []
+    placed: set[str] = set()
+
+    def place(group: FusedGroup) -> None:
+        if group.output in placed:
+            return
+        placed.add(group.output)
+        for value in group.inputs:
+            if value in made_by:
+                place(made_by[value])
+        ordered.append(group)
+
+    for group in groups:
+        place(group)
+    return ordered
+
+
+def _chain_to_join(
+    node: Node,
+    chains: list[list[Node]],
+    chain_of: dict[str, int],
+    consumers: dict[str, list[Node]],
+    outputs: set[str],
+) -> int | None:
+    """The chain ``node`` extends: the first input it reads that ends a chain taking an
+    epilogue, read by ``node`` alone and not a model output."""
+    if OPS[node.op].pattern not in (Pattern.ELEMWISE, Pattern.BROADCAST):
+        return None
+    for value in node.inputs:
+        chain = chain_of.get(value)
+        if chain is None or value in outputs or len(consumers.get(value, [])) != 1:
+            continue
+        if OPS[chains[chain][0].op].pattern in TAKES_EPILOGUE:
+            return chain
+    return None
+
+
+def _outside_inputs(chain: list[Node]) -> tuple[str, ...]:
+    made = {node.output for node in chain}
+    found: dict[str, None] = {}
+    for node in chain:
+        for value in node.inputs:
+            if value not in made:
+                found.setdefault(value)
+    return tuple(found)

@@ -1,0 +1,122 @@
+"""Whole models: task extraction, one budget shared by the tasks with real local
+workers and SQLite, resumption, and the tuned model against onnxruntime."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import onnxruntime
+import pytest
+from onnx_models import mlp, repeated_blocks
+
+from compiler.graph import GraphModule, import_onnx
+from tuner.model_tasks import extract_tasks
+from tuner.model_tune import ModelTuneOptions, tune_model
+
+
+def onnxruntime_outputs(model, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
+    session = onnxruntime.InferenceSession(
+        model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    return session.run(None, inputs)
+
+
+def random_inputs(graph, rng) -> dict[str, np.ndarray]:
+    return {
+        name: rng.standard_normal(kind.shape).astype(kind.dtype)
+        for name, kind in graph.inputs.items()
+    }
+
+
+def test_a_repeated_block_is_one_task_weighed_by_its_occurrences(rng) -> None:
+    tasks = extract_tasks(import_onnx(repeated_blocks(rng, copies=3)))
+    convolutions = [t for t in tasks if t.kind.startswith("conv2d")]
+    assert [t.weight for t in convolutions] == [3]
+    assert convolutions[0].worth_tuning
+    assert convolutions[0].flop_count == 3 * convolutions[0].task.flop_count
+
+
+def test_a_budget_is_shared_by_the_tasks_resumed_and_the_tuned_model_is_right(
+    rng, database, backend
+) -> None:
+    model = mlp(rng)
+    graph = import_onnx(model)
+    tasks = extract_tasks(graph)
+    tuned = [t for t in tasks if t.worth_tuning]
+    assert len(tuned) >= 2  # two dense layers and the softmax
+    options = ModelTuneOptions(trials=24, round_trials=4, tuner="random")
+    rounds = []
+    result = tune_model(
+        tasks, database=database, workers=backend, options=options, on_round=rounds.append
+    )
+    assert result.trials == 24 and len(rounds) == result.rounds
+    assert all(p.state.trials >= 4 for p in result.tasks)  # the warm-up reached each
+    assert result.estimated_seconds is not None and result.estimated_seconds > 0
+
+    again = tune_model(tasks, database=database, workers=backend, options=options)
+    assert again.rounds == 0 and again.trials == 24  # resumed: nothing left to measure
+
+    inputs = random_inputs(graph, rng)
+    tuned_outputs = GraphModule(graph, database=database).run(**inputs).values()
+    for ours, theirs in zip(tuned_outputs, onnxruntime_outputs(model, inputs), strict=True):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-5)
+
+
+def test_tune_model_and_run_from_the_command_line(rng, tmp_path) -> None:
+    model = mlp(rng)
+    path, url = tmp_path / "mlp.onnx", f"sqlite:///{tmp_path / 'tune.db'}"
+    path.write_bytes(model.SerializeToString())
+    inputs = random_inputs(import_onnx(model), rng)
+    np.savez(tmp_path / "x.npz", **inputs)
+    cli = [sys.executable, "-m", "tuner.cli"]
+    tuned = subprocess.run(
+        [*cli, "tune-model", str(path), "--trials", "8", "--round", "4", "--db", url],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert tuned.returncode == 0, tuned.stderr
+    assert "8 trials in 2 rounds" in tuned.stdout
+    files = ["--inputs", str(tmp_path / "x.npz"), "--output", str(tmp_path / "y.npz")]
+    ran = subprocess.run(
+        [*cli, "run", str(path), "--db", url, *files],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert "latency:" in ran.stdout
+    with np.load(tmp_path / "y.npz") as outputs:
+        ours = [outputs[name] for name in outputs.files]
+    for mine, theirs in zip(ours, onnxruntime_outputs(model, inputs), strict=True):
+        np.testing.assert_allclose(mine, theirs, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("words", "said"),
+    [
+        (["--shape", "x=1,a"], "--shape 'x=1,a'"),
+        (["--inputs", "missing.npz"], "missing.npz"),
+    ],
+)
+def test_bad_model_arguments_are_one_line_errors(rng, tmp_path, words, said) -> None:
+    path = tmp_path / "mlp.onnx"
+    path.write_bytes(mlp(rng).SerializeToString())
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tuner.cli",
+            "run",
+            str(path),
+            "--db",
+            "sqlite:///" + str(tmp_path / "t.db"),
+            *words,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2 and said in done.stderr, done.stderr

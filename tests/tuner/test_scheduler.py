@@ -1,0 +1,53 @@
+"""Task schedulers on canned task states: exact choices, no timing."""
+
+from __future__ import annotations
+
+import pytest
+
+from tuner import scheduler
+from tuner.scheduler import SchedulerError, TaskState
+
+
+def test_round_robin_gives_the_round_to_the_task_with_fewest_trials() -> None:
+    rr = scheduler.create("round-robin")
+    states = [TaskState(weight=1, trials=32), TaskState(weight=5, trials=16)]
+    assert rr.next_task(states) == 1
+    assert rr.next_task([TaskState(1, 16), TaskState(1, 16)]) == 0
+    assert rr.next_task([TaskState(1, 16, exhausted=True), TaskState(1, 48)]) == 1
+
+
+def test_gradient_warms_up_every_task_before_comparing_them() -> None:
+    gradient = scheduler.create("gradient")
+    tuned = TaskState(weight=1, trials=16, history=((16, 1e-3),))
+    assert gradient.next_task([tuned, TaskState(weight=1, trials=0)]) == 1
+    failed_so_far = TaskState(weight=1, trials=16)  # measured, but nothing worked yet
+    assert gradient.next_task([tuned, failed_so_far]) == 1
+
+
+def test_gradient_prefers_the_task_that_weighs_most_in_the_model() -> None:
+    gradient = scheduler.create("gradient")
+    light = TaskState(weight=1, trials=16, history=((16, 2e-3),))
+    heavy = TaskState(weight=8, trials=16, history=((16, 1e-3),))  # 8 ms of the model
+    assert gradient.next_task([light, heavy]) == 1
+
+
+def test_gradient_prefers_a_task_still_improving_over_one_that_stalled() -> None:
+    gradient = scheduler.create("gradient", backward_weight=1.0, window=16)
+    stalled = TaskState(weight=1, trials=48, history=((16, 1e-3), (32, 1e-3), (48, 1e-3)))
+    improving = TaskState(weight=1, trials=48, history=((16, 3e-3), (32, 2e-3), (48, 1e-3)))
+    assert gradient.next_task([stalled, improving]) == 1
+    assert gradient.gradient(stalled) == 0.0
+    assert gradient.gradient(improving) == pytest.approx(-1e-3 / 16)
+
+
+def test_no_task_is_chosen_when_every_space_is_exhausted() -> None:
+    done = [TaskState(1, 8, ((8, 1e-3),), exhausted=True)]
+    for kind in scheduler.KINDS:
+        assert scheduler.create(kind).next_task(done) is None
+
+
+def test_an_unknown_kind_or_option_is_refused_naming_the_choices() -> None:
+    with pytest.raises(SchedulerError, match="gradient, round-robin"):
+        scheduler.create("greedy")
+    with pytest.raises(SchedulerError, match="backward_weight"):
+        scheduler.create("gradient", backward_weight=2.0)

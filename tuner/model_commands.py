@@ -1,0 +1,171 @@
+"""``tensortune tune-model`` and ``tensortune run``: a whole ONNX model tuned under one
+trial budget, and run with the tuned schedules on given or random inputs.
+
+``--shape NAME=D0,D1,...`` fixes an input's dimensions where the model leaves them
+open (a batch given as a name); a model whose inputs are not all static is refused
+with the input to fix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+import db
+import workers
+from compiler.graph import Graph, GraphError, GraphModule, import_onnx
+from tuner import scheduler
+from tuner.arguments import int_in_range
+from tuner.model_tasks import ModelTask, extract_tasks
+from tuner.model_tune import ModelTuneOptions, ModelTuneResult, tune_model
+from tuner.tune_commands import UsageError, backend_of, worker_arguments
+
+# Calls of the model timed by ``run``, after one call that warms it up.
+RUNS = 10
+
+
+def add_commands(commands: Any) -> None:
+    tune = commands.add_parser("tune-model", help="tune every task of an ONNX model")
+    _model_arguments(tune)
+    tune.add_argument(
+        "--trials", type=int_in_range(1), default=2000, help="the model's trial budget"
+    )
+    tune.add_argument(
+        "--scheduler",
+        choices=sorted(scheduler.KINDS),
+        default="gradient",
+        help="how the budget is shared by tasks (default: gradient)",
+    )
+    tune.add_argument("--round", type=int_in_range(1), default=16, help="trials per round")
+    tune.add_argument("--seed", type=int_in_range(0), default=0, help="seed of every choice")
+    worker_arguments(tune)
+    tune.set_defaults(run=run_tune_model)
+
+    run = commands.add_parser("run", help="run an ONNX model with its tuned schedules")
+    _model_arguments(run)
+    run.add_argument("--inputs", help="an .npz file of the inputs by name (default: random)")
+    run.add_argument("--output", help="write the outputs by name to this .npz file")
+    run.set_defaults(run=run_model)
+
+
+def _model_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", help="an ONNX model file")
+    parser.add_argument(
+        "--shape",
+        action="append",
+        default=[],
+        metavar="NAME=D0,D1,...",
+        help="fix the dimensions of an input the model leaves open",
+    )
+    parser.add_argument("--target", default="llvm", help="compile target (default: llvm)")
+    parser.add_argument("--url", "--db", dest="url", help="database URL (default: SQLite)")
+
+
+def run_tune_model(url: str, args: argparse.Namespace) -> None:
+    graph = _graph(args)
+    tasks = extract_tasks(graph, args.target)
+    options = ModelTuneOptions(
+        trials=args.trials, round_trials=args.round, scheduler=args.scheduler, seed=args.seed
+    )
+    kind, backend_options = backend_of(args)
+    with db.create(url) as database, workers.create(kind, **backend_options) as backend:
+        result = tune_model(
+            tasks, database=database, workers=backend, options=options, on_round=_print_round
+        )
+    print(format_tasks(tasks, result))
+
+
+def run_model(url: str, args: argparse.Namespace) -> None:
+    graph = _graph(args)
+    inputs = _inputs(graph, args.inputs)
+    with db.create(url) as database:
+        module = GraphModule(graph, args.target, database=database)
+    try:
+        outputs = module.run(**inputs)
+    except GraphError as err:
+        raise UsageError(f"--inputs: {err}") from None
+    seconds = []
+    for _ in range(RUNS):
+        start = time.perf_counter()
+        module.run(**inputs)
+        seconds.append(time.perf_counter() - start)
+    if args.output:
+        arrays: dict[str, Any] = outputs
+        np.savez(args.output, **arrays)
+    shapes = ", ".join(f"{name} {array.shape}" for name, array in outputs.items())
+    print(f"outputs: {shapes}")
+    print(f"latency: {1e3 * float(np.median(seconds)):.3f} ms (median of {RUNS} runs)")
+
+
+def format_tasks(tasks: list[ModelTask], result: ModelTuneResult) -> str:
+    """A line per task (weight, GFLOPs, trials, best), then the model's estimate."""
+    lines = [f"{'task':40} {'weight':>6} {'MFLOP':>9} {'trials':>6} {'best ms':>9}"]
+    progress = {p.task.task.workload_key: p.state for p in result.tasks}
+    for task in tasks:
+        state = progress.get(task.task.workload_key)
+        trials = "-" if state is None else str(state.trials)
+        best = (
+            "-"
+            if state is None or state.best_seconds is None
+            else f"{state.best_seconds * 1e3:.4g}"
+        )
+        lines.append(
+            f"{task.kind[:40]:40} {task.weight:>6} {task.task.flop_count / 1e6:>9.2f} "
+            f"{trials:>6} {best:>9}"
+        )
+    estimate = result.estimated_seconds
+    shown = "-" if estimate is None else f"{estimate * 1e3:.4g} ms"
+    lines.append(
+        f"{result.trials} trials in {result.rounds} rounds, {result.wall_seconds:.1f} s; "
+        f"tuned tasks' estimated time {shown}"
+    )
+    return "\n".join(lines)
+
+
+def _print_round(result: ModelTuneResult) -> None:
+    estimate = result.estimated_seconds
+    shown = "-" if estimate is None else f"{estimate * 1e3:.4g} ms"
+    print(
+        f"round {result.rounds}: {result.trials} trials, estimated {shown}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _graph(args: argparse.Namespace) -> Graph:
+    try:
+        return import_onnx(args.model, shapes=_shapes(args.shape))
+    except GraphError as err:
+        raise UsageError(f"{args.model}: {err}") from None
+
+
+def _shapes(given: list[str]) -> dict[str, tuple[int, ...]]:
+    shapes = {}
+    for text in given:
+        name, _, dims = text.partition("=")
+        try:
+            shape = tuple(int(d) for d in dims.split(","))
+        except ValueError:
+            shape = ()
+        if not name or not shape or min(shape) < 1:
+            raise UsageError(f"--shape {text!r}: give NAME=D0,D1,... with positive sizes")
+        shapes[name] = shape
+    return shapes
+
+
+def _inputs(graph: Graph, path: str | None) -> dict[str, np.ndarray]:
+    if path is None:
+        rng = np.random.default_rng(0)
+        return {
+            name: rng.standard_normal(kind.shape).astype(kind.dtype)
+            for name, kind in graph.inputs.items()
+        }
+    try:
+        with np.load(path) as stored:
+            return {name: stored[name] for name in stored.files}
+    except (OSError, ValueError) as err:
+        raise UsageError(f"--inputs {path!r}: not an .npz file of arrays ({err})") from None

@@ -1,0 +1,176 @@
+"""Tuning a whole model: one trial budget shared by its tasks in rounds.
+
+Each round gives one task (chosen by a task scheduler, ``tuner.scheduler``) a batch
+of trials with the single-workload loop (``tuner.tune.tune``), which resumes from the
+task's stored records. So the model's tuning resumes like a single task's: run it
+again with the same budget and it goes on from what the database holds. The model's
+estimated latency is the sum over tasks of weight times best time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from db import Database, Purpose
+from tuner import scheduler
+from tuner.model_tasks import ModelTask, tuned_tasks
+from tuner.scheduler import TaskState
+from tuner.space_choice import choose_space
+from tuner.tune import TuneOptions, tune
+from workers import Workers
+
+# Records read per page when counting a task's stored trials.
+PAGE = 1000
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelTuneOptions:
+    """``trials`` is the model's budget, stored trials included; each round gives one
+    task ``round_trials`` of it."""
+
+    trials: int = 2000
+    round_trials: int = 16
+    scheduler: str = "gradient"
+    tuner: str = "auto"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.trials < 1 or self.round_trials < 1:
+            raise ValueError(
+                f"trials and round_trials must be at least 1, got {self.trials} and "
+                f"{self.round_trials}"
+            )
+        scheduler.create(self.scheduler)
+
+
+@dataclass(frozen=True)
+class TaskProgress:
+    task: ModelTask
+    state: TaskState
+
+
+@dataclass(frozen=True)
+class ModelTuneResult:
+    tasks: tuple[TaskProgress, ...]
+    rounds: int
+    wall_seconds: float
+
+    @property
+    def trials(self) -> int:
+        return sum(progress.state.trials for progress in self.tasks)
+
+    @property
+    def estimated_seconds(self) -> float | None:
+        """The model's time in its tuned tasks: weight times best time, summed; None
+        while a task has no successful trial."""
+        total = 0.0
+        for progress in self.tasks:
+            best = progress.state.best_seconds
+            if best is None:
+                return None
+            total += progress.task.weight * best
+        return total
+
+
+def tune_model(
+    tasks: Sequence[ModelTask],
+    *,
+    database: Database,
+    workers: Workers,
+    options: ModelTuneOptions | None = None,
+    on_round: Callable[[ModelTuneResult], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> ModelTuneResult:
+    """Tune the tasks worth tuning until the budget is spent, every space is exhausted
+    or ``should_stop`` says so (asked after each batch); ``on_round`` sees the
+    progress after each round."""
+    options = options or ModelTuneOptions()
+    start = time.monotonic()
+    chosen = tuned_tasks(tasks)
+    pick = scheduler.create(options.scheduler)
+    states = [_stored_state(database, task) for task in chosen]
+    spaces = [
+        choose_space("auto", t.task.func, target=t.task.target, seed=options.seed) for t in chosen
+    ]
+    rounds = 0
+    while (left := options.trials - sum(state.trials for state in states)) > 0:
+        k = pick.next_task(states)
+        if k is None:
+            break
+        asked = states[k].trials + min(options.round_trials, left)
+        result = tune(
+            chosen[k].task,
+            database=database,
+            workers=workers,
+            options=_round_options(options, asked),
+            space=spaces[k],
+            should_stop=should_stop,
+        )
+        rounds += 1
+        done = result.restored + result.measured
+        states[k] = replace(
+            states[k],
+            trials=done,
+            history=_with_best(states[k].history, done, database, chosen[k]),
+            exhausted=result.stop_reason in ("space exhausted", "early stopping"),
+        )
+        progress = _result(chosen, states, rounds, start)
+        if on_round is not None:
+            on_round(progress)
+        if result.stop_reason in ("interrupted", "cancelled"):
+            break
+    return _result(chosen, states, rounds, start)
+
+
+def _round_options(options: ModelTuneOptions, trials: int) -> TuneOptions:
+    """One round: the task's budget raised to ``trials``, measured in one batch, and no
+    re-timing (the model's best times are the search's until tuning ends)."""
+    return TuneOptions(
+        trials=trials,
+        tuner=options.tuner,
+        batch_size=options.round_trials,
+        seed=options.seed,
+        retime_top=0,
+    )
+
+
+def _stored_state(database: Database, task: ModelTask) -> TaskState:
+    trials = len(_stored_traces(database, task))
+    history = _with_best((), trials, database, task) if trials else ()
+    return TaskState(weight=task.weight, trials=trials, history=history)
+
+
+def _stored_traces(database: Database, task: ModelTask) -> set[str]:
+    """The traces of the task the search measured (re-timings are not trials)."""
+    found: set[str] = set()
+    before = None
+    while True:
+        page = database.records(
+            task.task.workload_key,
+            task.task.target,
+            purpose=Purpose.SEARCH,
+            limit=PAGE,
+            before_id=before,
+        )
+        found.update(record.trace_hash for record in page)
+        if len(page) < PAGE:
+            return found
+        before = page[-1].id
+
+
+def _with_best(
+    history: tuple[tuple[int, float], ...], trials: int, database: Database, task: ModelTask
+) -> tuple[tuple[int, float], ...]:
+    best = database.best(task.task.workload_key, task.task.target, 1)
+    if not best or best[0].seconds is None:
+        return history
+    return (*history, (trials, best[0].seconds))
+
+
+def _result(
+    tasks: Sequence[ModelTask], states: Sequence[TaskState], rounds: int, start: float
+) -> ModelTuneResult:
+    progress = tuple(TaskProgress(task, state) for task, state in zip(tasks, states, strict=True))
+    return ModelTuneResult(progress, rounds, time.monotonic() - start)

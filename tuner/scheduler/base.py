@@ -1,0 +1,40 @@
+"""The task scheduler extension point: which task of a model gets the next round of
+trials. A scheduler reads each task's state and answers an index; the loop that owns
+the workers (``tuner.model_tune``) runs the round and asks again, so a scheduler
+never measures anything and is tested with canned states."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+class SchedulerError(ValueError):
+    """An unknown scheduler kind or an option out of range."""
+
+
+@dataclass(frozen=True)
+class TaskState:
+    """One task as the scheduler sees it: ``weight`` (how often its workload occurs in
+    the model), the trials done, the best seconds after each round as (trials, seconds)
+    pairs (none before its first success), and whether its space is ``exhausted``."""
+
+    weight: int
+    trials: int
+    history: tuple[tuple[int, float], ...] = ()
+    exhausted: bool = False
+
+    @property
+    def best_seconds(self) -> float | None:
+        return self.history[-1][1] if self.history else None
+
+
+class TaskScheduler(abc.ABC):
+    @abc.abstractmethod
+    def next_task(self, states: Sequence[TaskState]) -> int | None:
+        """The index of the task to tune next, or None when no task can take trials."""
+
+
+def open_tasks(states: Sequence[TaskState]) -> list[int]:
+    return [k for k, state in enumerate(states) if not state.exhausted]

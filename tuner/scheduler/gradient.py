@@ -1,0 +1,52 @@
+"""Ansor's gradient rule: after a warm-up round for every task, the task whose next
+trials are expected to cut the model's weighted latency the most.
+
+For task i of weight w_i, best time g_i after t_i trials, the expected change of the
+model's latency per trial is w_i times a mix of two slopes of g_i: the one it had
+over its last ``window`` trials (looking back), and the optimistic ``-g_i / t_i``, as
+if its time kept falling at its average pace so far (looking ahead).
+``backward_weight`` is the share of the first (Ansor's alpha). The task of the most
+negative change gets the round; a task with no success yet goes first, since it may
+be anywhere."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tuner.scheduler.base import SchedulerError, TaskScheduler, TaskState, open_tasks
+
+
+class GradientScheduler(TaskScheduler):
+    def __init__(self, *, backward_weight: float = 0.2, window: int = 32) -> None:
+        if not 0.0 <= backward_weight <= 1.0:
+            raise SchedulerError(f"backward_weight must be in [0, 1], got {backward_weight}")
+        if window < 1:
+            raise SchedulerError(f"window must be at least 1 trial, got {window}")
+        self.backward_weight = backward_weight
+        self.window = window
+
+    def next_task(self, states: Sequence[TaskState]) -> int | None:
+        candidates = open_tasks(states)
+        if not candidates:
+            return None
+        untried = [k for k in candidates if states[k].best_seconds is None]
+        if untried:
+            return min(untried, key=lambda k: states[k].trials)
+        return min(candidates, key=lambda k: self.gradient(states[k]))
+
+    def gradient(self, state: TaskState) -> float:
+        """Expected change of the weighted latency per trial of this task (<= 0)."""
+        trials, best = state.history[-1]
+        backward = self._backward_slope(state.history)
+        forward = -best / max(trials, 1)
+        return state.weight * (
+            self.backward_weight * backward + (1 - self.backward_weight) * forward
+        )
+
+    def _backward_slope(self, history: tuple[tuple[int, float], ...]) -> float:
+        trials, best = history[-1]
+        earlier = [(t, s) for t, s in history if t <= trials - self.window]
+        if not earlier:
+            return 0.0
+        then_trials, then_best = earlier[-1]
+        return (best - then_best) / (trials - then_trials)
