@@ -49,6 +49,12 @@ def add_commands(commands: Any) -> None:
     _model_arguments(run)
     run.add_argument("--inputs", help="an .npz file of the inputs by name (default: random)")
     run.add_argument("--output", help="write the outputs by name to this .npz file")
+    run.add_argument(
+        "--export",
+        metavar="FOLDER",
+        help="also write the compiled model there (model.so, plan.json, weights.npz), "
+        "which compiler.graph.GraphModule.load runs without the compiler or a database",
+    )
     run.set_defaults(run=run_model)
 
 
@@ -96,6 +102,8 @@ def run_model(url: str, args: argparse.Namespace) -> None:
     if args.output:
         arrays: dict[str, Any] = outputs
         np.savez(args.output, **arrays)
+    if args.export:
+        module.export(args.export)
     shapes = ", ".join(f"{name} {array.shape}" for name, array in outputs.items())
     print(f"outputs: {shapes}")
     print(f"latency: {1e3 * float(np.median(seconds)):.3f} ms (median of {RUNS} runs)")

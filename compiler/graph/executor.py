@@ -1,37 +1,37 @@
-"""Running a whole model: each fused group built into a function (with the tuning
-database's best schedule where it has one) and called in order on buffers that are
-allocated once, when the module is made.
+"""Running a whole model: its fused groups compiled into one module (each with the
+tuning database's best schedule where it has one) and called in order on buffers
+that are allocated once.
 
-Groups that are the same workload (a block repeated through a network) share one
-build. Weights are the graph's constants, passed to the functions at each call like
-the other buffers; nothing is copied between calls but the inputs given to ``run``.
+Groups that are the same workload (a block repeated through a network) are one
+function of the module. What runs is a Plan: the steps (function, values read, value
+made) and the type of every value, plain data, so that ``export`` writes a model as
+one shared library, the plan as JSON and the weights as an .npz, and ``load`` runs
+it again without the compiler or the database.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 import compiler
 from compiler.codegen.target import LLVMTarget
 from compiler.graph.fuse import FusedGroup, fuse
-from compiler.graph.ir import Graph, GraphError
+from compiler.graph.ir import Graph, GraphError, TensorType
 from compiler.graph.passes import fold_scale_into_conv
-from compiler.ir.function import PrimFunc
-from compiler.runtime.module import Function
+from compiler.ir.function import IRModule, PrimFunc
+from compiler.runtime import load_module
+from compiler.runtime.module import Module
 from compiler.schedule.tuned import TuningLookup
 from compiler.workload.key import workload_key
 
-
-@dataclass(frozen=True)
-class GroupFunction:
-    """One fused group as built: its function's workload key and the callable."""
-
-    group: FusedGroup
-    key: str
-    function: Function
+LIBRARY, PLAN, WEIGHTS = "model.so", "plan.json", "weights.npz"
 
 
 def optimize(graph: Graph) -> tuple[Graph, list[FusedGroup]]:
@@ -42,11 +42,74 @@ def optimize(graph: Graph) -> tuple[Graph, list[FusedGroup]]:
     return optimized, fuse(optimized)
 
 
-class GraphModule:
-    """``graph`` compiled for ``target``: ``run(**inputs)`` returns its outputs by name.
+@dataclass(frozen=True)
+class Step:
+    """Call ``function`` (of workload ``key``) on ``inputs``, writing ``output``."""
 
-    With ``database``, every group whose workload has a tuned schedule for the target
-    is built with it; the others get the default schedule."""
+    function: str
+    key: str
+    inputs: tuple[str, ...]
+    output: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    inputs: dict[str, TensorType]
+    outputs: tuple[str, ...]
+    types: dict[str, TensorType]
+    steps: tuple[Step, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        def typed(types: Mapping[str, TensorType]) -> dict[str, Any]:
+            return {name: {"shape": list(t.shape), "dtype": t.dtype} for name, t in types.items()}
+
+        return {
+            "inputs": typed(self.inputs),
+            "outputs": list(self.outputs),
+            "types": typed(self.types),
+            "steps": [
+                {"function": s.function, "key": s.key, "inputs": list(s.inputs), "output": s.output}
+                for s in self.steps
+            ],
+        }
+
+    @staticmethod
+    def from_json(document: Mapping[str, Any]) -> Plan:
+        def typed(types: Mapping[str, Any]) -> dict[str, TensorType]:
+            return {n: TensorType(tuple(t["shape"]), t["dtype"]) for n, t in types.items()}
+
+        steps = tuple(
+            Step(s["function"], s["key"], tuple(s["inputs"]), s["output"])
+            for s in document["steps"]
+        )
+        return Plan(
+            typed(document["inputs"]), tuple(document["outputs"]), typed(document["types"]), steps
+        )
+
+
+def compile_graph(graph: Graph) -> tuple[Plan, IRModule, dict[str, np.ndarray]]:
+    """The plan of ``graph``, the module of its distinct functions (``f0``, ``f1``, ...,
+    in the order they first run) and its weights."""
+    optimized, groups = optimize(graph)
+    functions: dict[str, PrimFunc] = {}
+    names: dict[str, str] = {}
+    steps = []
+    for group in groups:
+        func = group.prim_func(optimized.types)
+        key = workload_key(func)
+        if key not in names:
+            names[key] = f"f{len(names)}"
+            functions[names[key]] = func
+        steps.append(Step(names[key], key, group.inputs, group.output))
+    plan = Plan(dict(optimized.inputs), optimized.outputs, dict(optimized.types), tuple(steps))
+    return plan, IRModule(functions), dict(optimized.constants)
+
+
+class GraphModule:
+    """A model compiled for ``target``: ``run(**inputs)`` returns its outputs by name.
+
+    With ``database``, every function whose workload has a tuned schedule for the
+    target is built with it; the others get the default schedule."""
 
     def __init__(
         self,
@@ -55,43 +118,63 @@ class GraphModule:
         *,
         database: TuningLookup | None = None,
     ) -> None:
-        self.graph, self.groups = optimize(graph)
-        self.functions = _build_groups(self.graph, self.groups, target, database)
+        plan, functions, weights = compile_graph(graph)
+        module = compiler.build(functions, target=target, database=database)
+        self._start(plan, module, weights)
+
+    def _start(self, plan: Plan, module: Module, weights: Mapping[str, np.ndarray]) -> None:
+        self.plan = plan
+        self.module = module
+        self._calls = [(module[step.function], step) for step in plan.steps]
         self._buffers = {
-            value: np.empty(self.graph.types[value].shape, self.graph.types[value].dtype)
-            for value in [group.output for group in self.groups]
+            step.output: np.empty(plan.types[step.output].shape, plan.types[step.output].dtype)
+            for step in plan.steps
         }
-        for name, array in self.graph.constants.items():
+        self._weight_names = tuple(weights)
+        for name, array in weights.items():
             self._buffers[name] = np.require(array, requirements="C")
-        for name, kind in self.graph.inputs.items():
+        for name, kind in plan.inputs.items():
             self._buffers[name] = np.empty(kind.shape, kind.dtype)
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike[str]) -> GraphModule:
+        """A model written by ``export``."""
+        root = Path(folder)
+        plan = Plan.from_json(json.loads((root / PLAN).read_text()))
+        with np.load(root / WEIGHTS) as stored:
+            weights = {name: stored[name] for name in stored.files}
+        loaded = cls.__new__(cls)
+        loaded._start(plan, load_module(str(root / LIBRARY)), weights)
+        return loaded
+
+    def export(self, folder: str | os.PathLike[str]) -> None:
+        """Write the model to ``folder``: its functions as one shared library, the plan
+        as JSON and the weights as an .npz (``load`` reads them back)."""
+        root = Path(folder)
+        root.mkdir(parents=True, exist_ok=True)
+        self.module.export_library(str(root / LIBRARY))
+        (root / PLAN).write_text(json.dumps(self.plan.to_json(), indent=1))
+        weights: dict[str, Any] = {name: self._buffers[name] for name in self._weight_names}
+        np.savez(root / WEIGHTS, **weights)
 
     def run(self, **inputs: np.ndarray) -> dict[str, np.ndarray]:
         """The model's outputs on ``inputs`` (one array per model input, by name), as
         new arrays. GraphError names an input that is missing, unknown or of the wrong
         shape or dtype."""
         self._set_inputs(inputs)
-        for built in self.functions:
-            arguments = [self._buffers[value] for value in built.group.inputs]
-            built.function(*arguments, self._buffers[built.group.output])
-        return {name: self._buffers[name].copy() for name in self.graph.outputs}
+        for function, step in self._calls:
+            arguments = [self._buffers[value] for value in step.inputs]
+            function(*arguments, self._buffers[step.output])
+        return {name: self._buffers[name].copy() for name in self.plan.outputs}
 
     def _set_inputs(self, inputs: Mapping[str, np.ndarray]) -> None:
-        expected = self.graph.inputs
+        expected = self.plan.inputs
         unknown = sorted(set(inputs) - set(expected))
         missing = sorted(set(expected) - set(inputs))
         if unknown or missing:
-            raise GraphError(
-                f"the model's inputs are {', '.join(expected)}; "
-                + "; ".join(
-                    part
-                    for part in (
-                        f"missing: {', '.join(missing)}" if missing else "",
-                        f"unknown: {', '.join(unknown)}" if unknown else "",
-                    )
-                    if part
-                )
-            )
+            problems = [f"missing: {', '.join(missing)}"] if missing else []
+            problems += [f"unknown: {', '.join(unknown)}"] if unknown else []
+            raise GraphError(f"the model's inputs are {', '.join(expected)}; {'; '.join(problems)}")
         for name, array in inputs.items():
             kind = expected[name]
             given = np.asarray(array)
@@ -101,24 +184,3 @@ class GraphModule:
                     f"{given.shape} {given.dtype}"
                 )
             np.copyto(self._buffers[name], given)
-
-
-def group_functions(graph: Graph, groups: list[FusedGroup]) -> list[PrimFunc]:
-    """The PrimFunc of each group, in order."""
-    return [group.prim_func(graph.types) for group in groups]
-
-
-def _build_groups(
-    graph: Graph,
-    groups: list[FusedGroup],
-    target: str | LLVMTarget,
-    database: TuningLookup | None,
-) -> list[GroupFunction]:
-    built: dict[str, Function] = {}
-    functions = []
-    for group, func in zip(groups, group_functions(graph, groups), strict=True):
-        key = workload_key(func)
-        if key not in built:
-            built[key] = compiler.build(func, target=target, database=database)["main"]
-        functions.append(GroupFunction(group, key, built[key]))
-    return functions

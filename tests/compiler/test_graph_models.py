@@ -18,7 +18,7 @@ def test_the_compiled_model_computes_what_onnxruntime_does(name: str, rng) -> No
     module = GraphModule(import_onnx(model))
     inputs = {
         input_name: rng.standard_normal(kind.shape).astype(kind.dtype)
-        for input_name, kind in module.graph.inputs.items()
+        for input_name, kind in module.plan.inputs.items()
     }
     session = onnxruntime.InferenceSession(
         model.SerializeToString(), providers=["CPUExecutionProvider"]

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import onnxruntime
 import pytest
-from onnx_models import mlp, repeated_blocks
+from onnx_models import mlp, repeated_blocks, resnet_block, transformer_layer
 
 from compiler.graph import GraphModule, import_onnx
 from tuner.model_tasks import extract_tasks
@@ -64,6 +64,21 @@ def test_a_budget_is_shared_by_the_tasks_resumed_and_the_tuned_model_is_right(
         np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("build", [resnet_block, transformer_layer])
+def test_a_tuned_model_still_computes_what_onnxruntime_does(build, rng, database, backend) -> None:
+    model = build(rng)
+    graph = import_onnx(model)
+    tasks = extract_tasks(graph)
+    worth = sum(t.worth_tuning for t in tasks)
+    options = ModelTuneOptions(trials=2 * worth, round_trials=2, tuner="random")
+    result = tune_model(tasks, database=database, workers=backend, options=options)
+    assert result.estimated_seconds is not None  # every tuned task has a schedule
+    inputs = random_inputs(graph, rng)
+    tuned_outputs = GraphModule(graph, database=database).run(**inputs).values()
+    for ours, theirs in zip(tuned_outputs, onnxruntime_outputs(model, inputs), strict=True):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-4)
+
+
 def test_tune_model_and_run_from_the_command_line(rng, tmp_path) -> None:
     model = mlp(rng)
     path, url = tmp_path / "mlp.onnx", f"sqlite:///{tmp_path / 'tune.db'}"
@@ -80,6 +95,7 @@ def test_tune_model_and_run_from_the_command_line(rng, tmp_path) -> None:
     assert tuned.returncode == 0, tuned.stderr
     assert "8 trials in 2 rounds" in tuned.stdout
     files = ["--inputs", str(tmp_path / "x.npz"), "--output", str(tmp_path / "y.npz")]
+    files += ["--export", str(tmp_path / "compiled")]
     ran = subprocess.run(
         [*cli, "run", str(path), "--db", url, *files],
         capture_output=True,
@@ -92,6 +108,9 @@ def test_tune_model_and_run_from_the_command_line(rng, tmp_path) -> None:
         ours = [outputs[name] for name in outputs.files]
     for mine, theirs in zip(ours, onnxruntime_outputs(model, inputs), strict=True):
         np.testing.assert_allclose(mine, theirs, rtol=1e-4, atol=1e-5)
+    exported = GraphModule.load(tmp_path / "compiled").run(**inputs).values()
+    for again, mine in zip(exported, ours, strict=True):
+        np.testing.assert_array_equal(again, mine)
 
 
 @pytest.mark.parametrize(
