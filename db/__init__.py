@@ -14,6 +14,7 @@ from db.engine import URL_FORMS, URL_VARIABLE, default_sqlite_path, default_url
 from db.errors import ConnectError, DatabaseError, RecordError, SchemaError
 from db.exchange import ImportSummary
 from db.memory import MemoryDatabase
+from db.model_files import ModelFile
 from db.record import (
     Job,
     JobStatus,
@@ -58,6 +59,7 @@ __all__ = [
     "JobTask",
     "Measurement",
     "MemoryDatabase",
+    "ModelFile",
     "Purpose",
     "RecordError",
     "Role",

@@ -18,7 +18,7 @@ from typing import IO, Any
 
 from sqlalchemy import Connection, func, select
 
-from db import history, jobs, migrate, sql_exchange, tokens
+from db import history, jobs, migrate, model_files, sql_exchange, tokens
 from db.base import Database
 from db.compiler_border import (
     TRACE_FORMAT_VERSION,
@@ -30,6 +30,7 @@ from db.compiler_border import (
 from db.engine import WRITE, default_url, open_engine, shown
 from db.errors import RecordError, SchemaError
 from db.exchange import ImportSummary
+from db.model_files import ModelFile
 from db.models import RecordRow, TargetRow, WorkloadRow
 from db.queries import (
     RECORDS,
@@ -298,6 +299,26 @@ class SQLDatabase(Database):
         (workload key, target, trials asked); ``token_id`` names who submitted it. Of
         the queued jobs, those of a higher ``priority`` are claimed first."""
         return jobs.create_job(self._writer, spec, tasks, token_id, priority)
+
+    # model files (``db.model_files``) --------------------------------------------------
+
+    def commit_model_file(
+        self,
+        name: str,
+        content: bytes,
+        shapes: Mapping[str, Sequence[int]],
+        *,
+        token_id: int | None = None,
+    ) -> tuple[ModelFile, bool]:
+        """The stored file of ``content`` (stored now, or already), and whether it was
+        stored now."""
+        return model_files.commit_model_file(self._writer, name, content, shapes, token_id)
+
+    def model_file(self, model_id: int) -> ModelFile:
+        return model_files.model_file(self._engine, model_id)
+
+    def model_content(self, model_id: int) -> bytes:
+        return model_files.model_content(self._engine, model_id)
 
     # API tokens (``db.tokens``) ------------------------------------------------------
 

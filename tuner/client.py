@@ -48,11 +48,16 @@ class Client:
         space: str = "auto",
         seed: int = 0,
         priority: int = 0,
+        model: int | None = None,
+        scheduler: str = "gradient",
     ) -> dict[str, Any]:
         """Queue a job tuning each workload (an operator spec) on ``target``, or on each
-        of ``targets``, for ``trials`` trials; queued jobs of a higher ``priority`` run
-        first."""
+        of ``targets``, for ``trials`` trials; or, with ``model`` (an id from
+        ``upload_model``) and no workloads, the model's tasks, which share ``trials``
+        as ``scheduler`` decides. Queued jobs of a higher ``priority`` run first."""
         body: dict[str, Any] = {"targets": list(targets)} if targets else {"target": target}
+        if model is not None:
+            body |= {"model": model, "scheduler": scheduler}
         body |= {
             "workloads": [dict(w) for w in workloads],
             "trials": trials,
@@ -62,6 +67,18 @@ class Client:
             "priority": priority,
         }
         return self._call("POST", f"{API}/jobs", json=body)
+
+    def upload_model(
+        self, content: bytes, name: str, shapes: Mapping[str, Sequence[int]] | None = None
+    ) -> dict[str, Any]:
+        """Store an ONNX model (its file's bytes) on the service; the answer has its id
+        and its tasks. ``shapes`` fixes the dimensions its inputs leave open."""
+        params = {
+            "name": name,
+            "shape": [f"{k}={','.join(map(str, v))}" for k, v in (shapes or {}).items()],
+        }
+        headers = {"Content-Type": "application/octet-stream"}
+        return self._call("POST", f"{API}/models", params=params, content=content, headers=headers)
 
     def jobs(
         self, status: str | None = None, *, limit: int = 100, before_id: int | None = None

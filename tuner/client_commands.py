@@ -13,6 +13,7 @@ from typing import Any
 
 from tuner.arguments import int_in_range
 from tuner.client import Client
+from tuner.model_tasks import parse_input_shapes
 from tuner.progress import Progress
 from tuner.tune_commands import (
     UsageError,
@@ -43,6 +44,28 @@ def add_commands(commands: Any) -> None:
         help="queued jobs of a higher priority run first (default 0)",
     )
     submit.set_defaults(run=_run(_submit))
+    submit_model = commands.add_parser(
+        "submit-model", help="send an ONNX model to a tensortune service and queue its tuning"
+    )
+    submit_model.add_argument("model", help="an ONNX model file")
+    submit_model.add_argument(
+        "--shape",
+        action="append",
+        default=[],
+        metavar="NAME=D0,D1,...",
+        help="fix the dimensions of an input the model leaves open",
+    )
+    submit_model.add_argument("--target", default="llvm", help="compile target (default llvm)")
+    submit_model.add_argument(
+        "--trials", type=int_in_range(1), default=2000, help="the model's trial budget"
+    )
+    submit_model.add_argument(
+        "--scheduler", choices=("gradient", "round-robin"), default="gradient"
+    )
+    submit_model.add_argument("--tuner", default="auto", help="search strategy (default auto)")
+    submit_model.add_argument("--seed", type=int_in_range(0), default=0)
+    submit_model.add_argument("--priority", type=int_in_range(-1000, 1000), default=0)
+    submit_model.set_defaults(run=_run(_submit_model))
     jobs = commands.add_parser("jobs", help="the jobs of a tensortune service, newest first")
     jobs.add_argument("--status", choices=("queued", "running", "done", "failed", "cancelled"))
     jobs.add_argument("--limit", type=int_in_range(1, 1000), default=20, help="how many")
@@ -56,10 +79,10 @@ def add_commands(commands: Any) -> None:
     cancel.set_defaults(run=_run(_cancel))
     best = commands.choices["best"]
     best.set_defaults(run=_best_here_or_there)
-    for parser in (submit, jobs, watch, cancel, best):
+    for parser in (submit, submit_model, jobs, watch, cancel, best):
         parser.add_argument("--server", help=f"the service's URL (default ${SERVER_VARIABLE})")
         parser.add_argument("--token", help=f"an API token (default ${TOKEN_VARIABLE})")
-    for parser in (jobs, watch, cancel):
+    for parser in (submit_model, jobs, watch, cancel):
         parser.set_defaults(url=None)  # no database here: the service has its own
 
 
@@ -131,6 +154,29 @@ def _submit(client: Client, args: argparse.Namespace) -> None:
         space=args.space,
         seed=args.seed,
         priority=args.priority,
+    )
+    print(f"job {job['id']} queued: tensortune watch {job['id']}")
+
+
+def _submit_model(client: Client, args: argparse.Namespace) -> None:
+    try:
+        shapes = parse_input_shapes(args.shape)
+        with open(args.model, "rb") as file:
+            content = file.read()
+    except ValueError as err:
+        raise UsageError(f"--shape {err}") from None
+    stored = client.upload_model(content, os.path.basename(args.model), shapes)
+    tuned = [task for task in stored["tasks"] if task["worth_tuning"]]
+    print(f"model {stored['id']} {stored['name']!r}: {len(tuned)} tasks worth tuning")
+    job = client.submit(
+        [],
+        model=stored["id"],
+        target=args.target,
+        trials=args.trials,
+        tuner=args.tuner,
+        seed=args.seed,
+        priority=args.priority,
+        scheduler=args.scheduler,
     )
     print(f"job {job['id']} queued: tensortune watch {job['id']}")
 

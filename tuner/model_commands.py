@@ -20,7 +20,7 @@ import workers
 from compiler.graph import Graph, GraphError, GraphModule, import_onnx
 from tuner import scheduler
 from tuner.arguments import int_in_range
-from tuner.model_tasks import ModelTask, extract_tasks
+from tuner.model_tasks import ModelTask, extract_tasks, parse_input_shapes
 from tuner.model_tune import ModelTuneOptions, ModelTuneResult, tune_model
 from tuner.tune_commands import UsageError, backend_of, worker_arguments
 
@@ -40,7 +40,11 @@ def add_commands(commands: Any) -> None:
         default="gradient",
         help="how the budget is shared by tasks (default: gradient)",
     )
-    tune.add_argument("--round", type=int_in_range(1), default=16, help="trials per round")
+    tune.add_argument(
+        "--round",
+        type=int_in_range(1),
+        help="trials per round (default: 16, fewer for a budget too small to give each task one)",
+    )
     tune.add_argument("--seed", type=int_in_range(0), default=0, help="seed of every choice")
     worker_arguments(tune)
     tune.set_defaults(run=run_tune_model)
@@ -152,17 +156,10 @@ def _graph(args: argparse.Namespace) -> Graph:
 
 
 def _shapes(given: list[str]) -> dict[str, tuple[int, ...]]:
-    shapes = {}
-    for text in given:
-        name, _, dims = text.partition("=")
-        try:
-            shape = tuple(int(d) for d in dims.split(","))
-        except ValueError:
-            shape = ()
-        if not name or not shape or min(shape) < 1:
-            raise UsageError(f"--shape {text!r}: give NAME=D0,D1,... with positive sizes")
-        shapes[name] = shape
-    return shapes
+    try:
+        return parse_input_shapes(given)
+    except ValueError as err:
+        raise UsageError(f"--shape {err}") from None
 
 
 def _inputs(graph: Graph, path: str | None) -> dict[str, np.ndarray]:

@@ -56,3 +56,19 @@ def extract_tasks(graph: Graph, target: str | LLVMTarget = "llvm") -> list[Model
 
 def tuned_tasks(tasks: Sequence[ModelTask]) -> list[ModelTask]:
     return [task for task in tasks if task.worth_tuning]
+
+
+def parse_input_shapes(texts: Sequence[str]) -> dict[str, tuple[int, ...]]:
+    """``["x=1,3,224,224", ...]`` (as ``--shape`` and the API's ``shape`` give them) as
+    the shapes of model inputs; ValueError naming a text that is not NAME=D0,D1,...."""
+    shapes = {}
+    for text in texts:
+        name, _, dims = text.partition("=")
+        try:
+            shape = tuple(int(d) for d in dims.split(","))
+        except ValueError:
+            shape = ()
+        if not name or not shape or min(shape) < 1:
+            raise ValueError(f"{text!r} is not NAME=D0,D1,... with positive sizes")
+        shapes[name] = shape
+    return shapes

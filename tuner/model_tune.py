@@ -23,21 +23,24 @@ from workers import Workers
 
 # Records read per page when counting a task's stored trials.
 PAGE = 1000
+# Trials of a round, unless the options say otherwise: one batch of the single-task loop.
+ROUND_TRIALS = 16
 
 
 @dataclass(frozen=True, kw_only=True)
 class ModelTuneOptions:
     """``trials`` is the model's budget, stored trials included; each round gives one
-    task ``round_trials`` of it."""
+    task ``round_trials`` of it (None: ``ROUND_TRIALS``, less when the budget would not
+    give every task a round of that size)."""
 
     trials: int = 2000
-    round_trials: int = 16
+    round_trials: int | None = None
     scheduler: str = "gradient"
     tuner: str = "auto"
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.trials < 1 or self.round_trials < 1:
+        if self.trials < 1 or (self.round_trials is not None and self.round_trials < 1):
             raise ValueError(
                 f"trials and round_trials must be at least 1, got {self.trials} and "
                 f"{self.round_trials}"
@@ -82,10 +85,12 @@ def tune_model(
     options: ModelTuneOptions | None = None,
     on_round: Callable[[ModelTuneResult], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    job_id: int | None = None,
 ) -> ModelTuneResult:
     """Tune the tasks worth tuning until the budget is spent, every space is exhausted
     or ``should_stop`` says so (asked after each batch); ``on_round`` sees the
-    progress after each round."""
+    progress after each round. Measurements are stored as made by the job ``job_id``,
+    when one is given."""
     options = options or ModelTuneOptions()
     start = time.monotonic()
     chosen = tuned_tasks(tasks)
@@ -94,19 +99,21 @@ def tune_model(
     spaces = [
         choose_space("auto", t.task.func, target=t.task.target, seed=options.seed) for t in chosen
     ]
+    size = options.round_trials or max(1, min(ROUND_TRIALS, options.trials // max(len(chosen), 1)))
     rounds = 0
     while (left := options.trials - sum(state.trials for state in states)) > 0:
         k = pick.next_task(states)
         if k is None:
             break
-        asked = states[k].trials + min(options.round_trials, left)
+        asked = states[k].trials + min(size, left)
         result = tune(
             chosen[k].task,
             database=database,
             workers=workers,
-            options=_round_options(options, asked),
+            options=_round_options(options, asked, size),
             space=spaces[k],
             should_stop=should_stop,
+            job_id=job_id,
         )
         rounds += 1
         done = result.restored + result.measured
@@ -124,13 +131,13 @@ def tune_model(
     return _result(chosen, states, rounds, start)
 
 
-def _round_options(options: ModelTuneOptions, trials: int) -> TuneOptions:
-    """One round: the task's budget raised to ``trials``, measured in one batch, and no
-    re-timing (the model's best times are the search's until tuning ends)."""
+def _round_options(options: ModelTuneOptions, trials: int, size: int) -> TuneOptions:
+    """One round: the task's budget raised to ``trials``, measured in batches of
+    ``size``, and no re-timing (the model's best times are the search's)."""
     return TuneOptions(
         trials=trials,
         tuner=options.tuner,
-        batch_size=options.round_trials,
+        batch_size=size,
         seed=options.seed,
         retime_top=0,
     )

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from onnx_models import mlp
 from playwright.sync_api import Browser, Page, sync_playwright
 from service_server import serving
 
@@ -149,6 +150,29 @@ def test_the_workload_page_shows_the_best_trace_and_its_loop_nest(
     assert "for " in page.inner_text("#loop-nest")
     assert "GFLOP/s" in page.inner_text("#best")
     screenshot(page, "workload")
+    assert console.errors == []
+
+
+def test_a_model_jobs_tasks_are_shown_each_with_its_share(
+    coordinated, admin, page, database, rng
+) -> None:
+    console = Console(page)
+    stored = database.commit_model_file("mlp", mlp(rng).SerializeToString(), {})[0]
+    job = submit(coordinated, admin, {"model": stored.id, "trials": 12, "tuner": "random"})
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while database.job(job["id"]).status is not JobStatus.DONE:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    page.goto(f"{coordinated}/ui/#/jobs")
+    page.locator(f"tr[data-job='{job['id']}']").wait_for()
+    assert f"model {stored.id}" in page.inner_text(f"tr[data-job='{job['id']}']")
+    page.goto(f"{coordinated}/ui/#/jobs/{job['id']}")
+    page.locator("[data-task]").first.wait_for()
+    titles = page.locator("[data-task] h2").all_inner_texts()
+    assert len(titles) == len(job["tasks"]) >= 2
+    assert all(title.startswith(f"model {stored.id}, task ") for title in titles)
+    assert "12 / 12" in page.inner_text("body")
+    screenshot(page, "model-job")
     assert console.errors == []
 
 

@@ -49,6 +49,7 @@ from tuner.service.body_limit import BodyLimit
 from tuner.service.history_routes import add_history_routes
 from tuner.service.memo import Memo, RecentMemo
 from tuner.service.metrics import add_metrics
+from tuner.service.model_routes import MAX_MODEL_BYTES, add_model_routes
 from tuner.service.schemas import (
     NO_JOB,
     NOT_FOUND,
@@ -138,7 +139,9 @@ def create_app(
         prefix=API_PREFIX, responses=REFUSALS, dependencies=[Depends(_only_known_parameters)]
     )
 
-    app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
+    app.add_middleware(
+        BodyLimit, max_bytes=MAX_BODY_BYTES, by_path={f"{API_PREFIX}/models": MAX_MODEL_BYTES}
+    )
 
     @app.exception_handler(RequestValidationError)
     def invalid(request: Request, err: RequestValidationError) -> JSONResponse:
@@ -346,6 +349,7 @@ def create_app(
         lambda job_id: _stored_job(database, job_id),
         lambda job: _flop_counts(database, job),
     )
+    add_model_routes(v1, database, reader, submitter)
     app.include_router(v1)
     app.mount("/ui", StaticFiles(directory=DASHBOARD, html=True), name="dashboard")
 

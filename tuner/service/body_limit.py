@@ -1,27 +1,33 @@
 """An ASGI middleware that refuses request bodies over a size with 413, whether the
 client declares the size (``Content-Length``) or streams the body in chunks: a
 streamed body is counted as it is read and refused once it passes the limit, before
-any route sees it."""
+any route sees it. A path may have a limit of its own (model files are larger than any
+other body)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
 class BodyLimit:
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(
+        self, app: ASGIApp, max_bytes: int, by_path: Mapping[str, int] | None = None
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.by_path = dict(by_path or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.by_path.get(scope["path"], self.max_bytes)
         declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
-            await self._refuse(send)
+        if declared is not None and (not declared.isdigit() or int(declared) > limit):
+            await self._refuse(send, limit)
             return
         seen = 0
         refused = False
@@ -32,9 +38,9 @@ class BodyLimit:
             nonlocal seen, refused
             message = await receive()
             seen += len(message.get("body", b""))
-            if seen > self.max_bytes and not refused:
+            if seen > limit and not refused:
                 refused = True
-                await self._refuse(send)
+                await self._refuse(send, limit)
             return {"type": "http.disconnect"} if refused else message
 
         async def unless_refused(message: Message) -> None:
@@ -47,8 +53,8 @@ class BodyLimit:
             if not refused:
                 raise  # after a refusal the app's own complaint has no one to go to
 
-    async def _refuse(self, send: Send) -> None:
-        body = json.dumps({"detail": f"the body is over {self.max_bytes} bytes"}).encode()
+    async def _refuse(self, send: Send, limit: int) -> None:
+        body = json.dumps({"detail": f"the body is over {limit} bytes"}).encode()
         headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
         await send({"type": "http.response.start", "status": 413, "headers": headers})
         await send({"type": "http.response.body", "body": body})

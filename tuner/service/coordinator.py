@@ -20,8 +20,10 @@ from datetime import timedelta
 
 from db import Job, JobStatus, JobTask, SQLDatabase
 from db.sql import STALE_AFTER
+from tuner.model_tune import ModelTuneOptions, ModelTuneResult, tune_model
 from tuner.progress import Progress
 from tuner.service.jobs import JobRequest
+from tuner.service.model_files import model_tasks
 from tuner.space_choice import choose_space
 from tuner.task import TuneTask
 from tuner.tune import tune
@@ -79,12 +81,10 @@ class Coordinator:
     def _run(self, job: Job) -> Job:
         try:
             request = JobRequest.from_json(job.spec)
-            for row, (spec, _) in zip(job.tasks, request.task_specs(), strict=True):
-                if self._should_stop(job.id):
-                    break
-                if row.status is JobStatus.DONE:
-                    continue
-                self._run_task(job.id, row, TuneTask.from_spec(spec, row.target), request)
+            if request.model is None:
+                self._run_workloads(job, request)
+            else:
+                self._run_model(job, request)
         except Exception as err:  # the job's failure is its status; the next job runs
             logger.exception("job %d failed", job.id)
             return self.database.set_job_status(
@@ -96,6 +96,14 @@ class Coordinator:
             logger.info("job %d: back in the queue, the coordinator stops", job.id)
             return self.database.set_job_status(job.id, JobStatus.QUEUED)
         return self.database.set_job_status(job.id, JobStatus.DONE)
+
+    def _run_workloads(self, job: Job, request: JobRequest) -> None:
+        """A job of operator specs: its tasks one after another, the finished skipped."""
+        for row, (spec, _) in zip(job.tasks, request.task_specs(), strict=True):
+            if self._should_stop(job.id):
+                return
+            if row.status is not JobStatus.DONE:
+                self._run_task(job.id, row, TuneTask.from_spec(spec, row.target), request)
 
     def _run_task(self, job_id: int, row: JobTask, task: TuneTask, request: JobRequest) -> None:
         self.database.update_task(row.id, status=JobStatus.RUNNING)
@@ -121,6 +129,43 @@ class Coordinator:
             trials_done=result.restored + result.measured,
             best_seconds=best,
         )
+
+    def _run_model(self, job: Job, request: JobRequest) -> None:
+        """A model job: its tasks share the budget in rounds (``tuner.model_tune``), each
+        round's outcome written to the task rows."""
+        rows = {(row.workload_key, row.target): row for row in job.tasks}
+        tasks = model_tasks(self.database, request.model or 0, job.tasks[0].target)
+        tuned = [task for task in tasks if (task.task.workload_key, task.task.target) in rows]
+        for row in job.tasks:
+            self.database.update_task(row.id, status=JobStatus.RUNNING)
+
+        def record(progress: ModelTuneResult) -> None:
+            for task in progress.tasks:
+                row = rows[(task.task.task.workload_key, task.task.task.target)]
+                self.database.update_task(
+                    row.id, trials_done=task.state.trials, best_seconds=task.state.best_seconds
+                )
+
+        options = ModelTuneOptions(
+            trials=request.trials,
+            scheduler=request.scheduler,
+            tuner=request.tuner,
+            seed=request.seed,
+        )
+        record(
+            tune_model(
+                tuned,
+                database=self.database,
+                workers=self.workers,
+                options=options,
+                on_round=record,
+                should_stop=lambda: self._should_stop(job.id),
+                job_id=job.id,
+            )
+        )
+        if not self._should_stop(job.id):
+            for row in job.tasks:
+                self.database.update_task(row.id, status=JobStatus.DONE)
 
     @contextmanager
     def _beating(self, job_id: int) -> Iterator[None]:

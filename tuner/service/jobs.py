@@ -9,7 +9,10 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from db import Job, JobStatus, SQLDatabase
+from compiler.codegen.target import TargetError
+from db import Job, JobStatus, RecordError, SQLDatabase
+from tuner import scheduler
+from tuner.service.model_files import ModelFileError, model_tasks
 from tuner.space_choice import choose_space
 from tuner.task import TuneTask
 from tuner.tune import TuneOptions, check_search
@@ -33,6 +36,8 @@ class JobRequest:
     seed: int = 0
     priority: int = 0
     targets: tuple[str, ...] = ()
+    model: int | None = None
+    scheduler: str = "gradient"
 
     def task_specs(self) -> list[tuple[dict[str, Any], str]]:
         """(spec, target) of each task, in the order of the job's tasks: every workload
@@ -75,9 +80,12 @@ class JobRequest:
 def submit(database: SQLDatabase, request: JobRequest, *, token_id: int | None = None) -> Job:
     """Check ``request`` whole (every spec, the options, the space of each workload)
     and store it as a queued job with one task per workload, submitted by the token
-    ``token_id``."""
+    ``token_id``. A job of a stored ``model`` gets one task per task of the model worth
+    tuning, which share its trials."""
+    if request.model is not None:
+        return _submit_model(database, request, token_id)
     if not request.workloads:
-        raise JobRequestError("workloads: give at least one operator spec")
+        raise JobRequestError("workloads: give at least one operator spec, or a model")
     repeated = sorted({t for t in request.targets if request.targets.count(t) > 1})
     if repeated:
         raise JobRequestError(f"targets: {', '.join(map(repr, repeated))} given more than once")
@@ -103,6 +111,38 @@ def submit(database: SQLDatabase, request: JobRequest, *, token_id: int | None =
     return database.create_job(
         request.to_json(),
         [(t.workload_key, t.target, request.trials) for t in tasks],
+        token_id=token_id,
+        priority=request.priority,
+    )
+
+
+def _submit_model(database: SQLDatabase, request: JobRequest, token_id: int | None) -> Job:
+    """A model job: its tasks on the target, each row's ``trials_asked`` the model's
+    budget, the most one task may get (the task scheduler shares it out)."""
+    if request.workloads or request.targets:
+        raise JobRequestError("model: a model job names no workloads and one target")
+    if request.scheduler not in scheduler.KINDS:
+        raise JobRequestError(
+            f"scheduler: {request.scheduler!r} is not one of {', '.join(scheduler.KINDS)}"
+        )
+    try:
+        request.options(request.trials)
+    except ValueError as err:
+        raise JobRequestError(str(err)) from None
+    try:
+        stored = database.model_file(request.model or 0)
+        tasks = [t for t in model_tasks(database, stored.id, request.target) if t.worth_tuning]
+    except (RecordError, ModelFileError, TargetError) as err:
+        raise JobRequestError(f"model: {err}") from None
+    if not tasks:
+        raise JobRequestError(f"model: {stored.name!r} has no task worth tuning")
+    for task in tasks:
+        database.commit_workload(
+            task.task.func, name=f"{stored.name}: {task.kind}", flop_count=task.task.flop_count
+        )
+    return database.create_job(
+        request.to_json(),
+        [(t.task.workload_key, t.task.target, request.trials) for t in tasks],
         token_id=token_id,
         priority=request.priority,
     )

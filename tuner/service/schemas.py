@@ -105,12 +105,19 @@ NO_JOB: dict[int | str, dict[str, Any]] = {
 
 class JobSubmission(BaseModel):
     """A tuning job: each workload tuned on the target (or on each of ``targets``) for
-    ``trials`` trials."""
+    ``trials`` trials; or the tasks of a stored ``model`` (POST /v1/models), which
+    share ``trials`` as the task ``scheduler`` decides."""
 
     workloads: list[dict[str, Any]] = Field(
-        min_length=1,
+        [],
         max_length=256,
         description='operator specs, e.g. {"op": "matmul", "args": {"m": 64, "n": 64, "k": 64}}',
+    )
+    model: int | None = Field(
+        None, ge=1, le=INT64_MAX, description="a stored model's id, instead of workloads"
+    )
+    scheduler: Literal["gradient", "round-robin"] = Field(
+        "gradient", description="how a model job shares its trials among its tasks"
     )
     target: str = Field("llvm", min_length=1, max_length=256)
     targets: list[Annotated[str, Field(min_length=1, max_length=256)]] = Field(
@@ -154,3 +161,28 @@ class Job(BaseModel):
     finished_at: datetime | None
     seconds_left: float | None = Field(description="the sum over its tasks, when each has one")
     tasks: list[JobTask]
+
+
+class ModelTaskView(BaseModel):
+    workload_key: str
+    kind: str = Field(description="the operators fused into it, e.g. conv2d_add_relu")
+    weight: int = Field(description="how many times the model runs it")
+    flop_count: int = Field(description="FLOPs of one run")
+    worth_tuning: bool
+
+
+class ModelView(BaseModel):
+    id: int
+    name: str
+    digest: str = Field(description="SHA-256 of the file")
+    size: int
+    created_at: datetime
+    stored_now: bool = Field(description="false when the same file was stored before")
+    inputs: dict[str, list[int]]
+    tasks: list[ModelTaskView]
+
+
+ModelId = Annotated[int, Path(ge=1, le=INT64_MAX, description="the model's id")]
+NO_MODEL: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorDetail, "description": "no such model"}
+}

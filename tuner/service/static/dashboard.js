@@ -123,6 +123,26 @@ function describe(spec) {
   return `${spec.op || "?"} ${args}`.trim();
 }
 
+// A task's name: its operator for a job of specs (on its target when the job has
+// several), its place in the model for a model job.
+function taskName(job, index) {
+  const request = job.request;
+  const task = job.tasks[index];
+  if (request.model) return `model ${request.model}, task ${index + 1} (${task.workload_key.slice(0, 12)})`;
+  const specs = request.workloads;
+  const name = describe(specs[index % specs.length] || {});
+  return request.targets && request.targets.length ? `${name} on ${task.target.split(" -mattr")[0]}` : name;
+}
+
+// Trials of a job's budget: a model job's tasks share it, so each got what it measured.
+function trialsOf(job, task) {
+  return job.request.model ? task.trials_done : task.trials_asked;
+}
+
+function jobTrialsAsked(job) {
+  return job.request.model ? job.request.trials : job.tasks.reduce((n, t) => n + t.trials_asked, 0);
+}
+
 function state(name) {
   return el("span", { class: `state ${name}` }, name);
 }
@@ -219,14 +239,15 @@ async function jobsPage(params) {
 
 function jobRow(job) {
   const done = job.tasks.reduce((n, t) => n + t.trials_done, 0);
-  const asked = job.tasks.reduce((n, t) => n + t.trials_asked, 0);
+  const asked = jobTrialsAsked(job);
   const rates = job.tasks.map((t) => t.best_gflops).filter((r) => r);
   const errors = job.tasks.reduce((n, t) => n + Object.values(t.errors).reduce((a, b) => a + b, 0), 0);
   const cancellable = job.status === "queued" || job.status === "running";
   return el("tr", { "data-job": job.id },
     el("td", {}, el("a", { href: `#/jobs/${job.id}` }, `#${job.id}`)),
     el("td", {}, state(job.status)),
-    el("td", {}, job.request.workloads.map(describe).join(", ")),
+    el("td", {}, job.request.model ? `model ${job.request.model}`
+      : job.request.workloads.map(describe).join(", ")),
     el("td", { class: "num" }, `${done} / ${asked}`),
     el("td", { class: "num" }, rate(rates.length ? Math.max(...rates) : null)),
     el("td", { class: "num" }, errors),
@@ -333,23 +354,23 @@ async function jobPage(jobId, params) {
       job.error ? message(`The job failed: ${job.error}`, null, true) : null,
       el("div", { class: "stats" },
         stat("trials done", `${job.tasks.reduce((n, t) => n + t.trials_done, 0)} / `
-          + `${job.tasks.reduce((n, t) => n + t.trials_asked, 0)}`),
+          + `${jobTrialsAsked(job)}`),
         stat("trials per second", perSecond === null ? "–" : perSecond.toFixed(2)),
         stat("time left", job.status === "running" || job.status === "queued"
           ? duration(job.seconds_left) : "–"),
         stat("measured here", measured)),
       cancellable ? el("p", {}, cancelButton(job.id)) : null);
     if (job.tasks.length > 1) {
-      const total = job.tasks.reduce((n, t) => n + t.trials_asked, 0);
+      const total = Math.max(1, job.tasks.reduce((n, t) => n + trialsOf(job, t), 0));
       share.replaceChildren(el("div", { class: "card" }, el("h2", {}, "Budget by task"),
         el("div", { class: "share" }, job.tasks.map((t, i) => el("span", {
-          style: `width:${(100 * t.trials_asked) / total}%;background:${TASK_COLORS[i % 6]}`,
-          title: `${describe(job.request.workloads[i])}: ${t.trials_asked} trials`,
+          style: `width:${(100 * trialsOf(job, t)) / total}%;background:${TASK_COLORS[i % 6]}`,
+          title: `${taskName(job, i)}: ${trialsOf(job, t)} trials`,
         }))),
         el("div", { class: "legend" }, job.tasks.map((t, i) => el("span", {},
           el("span", { class: "swatch", style: `background:${TASK_COLORS[i % 6]}` }),
-          `${describe(job.request.workloads[i])}: ${t.trials_done} / ${t.trials_asked} `
-          + `(${((100 * t.trials_asked) / total).toFixed(0)} %)`)))));
+          `${taskName(job, i)}: ${t.trials_done} / ${t.trials_asked} `
+          + `(${((100 * trialsOf(job, t)) / total).toFixed(0)} %)`)))));
     }
   }
 
@@ -359,7 +380,7 @@ async function jobPage(jobId, params) {
     const errorBox = el("div", { class: "chart", "data-chart": "errors" });
     const summary = el("div");
     const card = el("section", { class: "card", "data-task": task.id },
-      el("h2", {}, describe(job.request.workloads[index] || {})), summary, rateBox, errorBox);
+      el("h2", {}, taskName(job, index)), summary, rateBox, errorBox);
     cards.append(card);
     const xLabel = axis === "time" ? "seconds since the job started" : "trial";
     const entry = {

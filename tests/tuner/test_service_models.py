@@ -1,0 +1,138 @@
+"""Whole models through the service: an ONNX file sent over HTTP, its tasks, a model
+job run by a coordinator on real local workers, and the tuned model against
+onnxruntime; bad files and bad model jobs refused with what is wrong."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import httpx
+import numpy as np
+import onnxruntime
+import pytest
+from onnx_models import dynamic_batch, mlp, repeated_blocks, unsupported_ops
+
+from compiler.graph import GraphModule, import_onnx
+from db import RecordError
+from tuner.client import Client, ServiceError
+from tuner.service.coordinator import Coordinator
+
+OCTETS = {"Content-Type": "application/octet-stream"}
+
+
+@pytest.fixture
+def client(server, admin) -> Iterator[httpx.Client]:
+    with httpx.Client(
+        base_url=server, timeout=60, headers={"Authorization": f"Bearer {admin}"}
+    ) as c:
+        yield c
+
+
+def upload(client: httpx.Client, content: bytes, **params: object) -> httpx.Response:
+    return client.post(
+        "/v1/models", params={"name": "m", **params}, content=content, headers=OCTETS
+    )
+
+
+def test_a_model_file_is_stored_once_with_its_tasks(client, rng) -> None:
+    content = repeated_blocks(rng, copies=3).SerializeToString()
+    first = upload(client, content)
+    assert first.status_code == 200, first.text
+    stored = first.json()
+    assert stored["stored_now"] and stored["size"] == len(content)
+    convolutions = [t for t in stored["tasks"] if t["kind"].startswith("conv2d")]
+    assert [t["weight"] for t in convolutions] == [3] and convolutions[0]["worth_tuning"]
+    again = upload(client, content).json()
+    assert again["id"] == stored["id"] and not again["stored_now"]
+    shown = client.get(f"/v1/models/{stored['id']}").json()
+    assert shown["tasks"] == stored["tasks"] and shown["inputs"] == stored["inputs"]
+    assert client.get("/v1/models/999").status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("content", "params", "said"),
+    [
+        (b"not a model", {}, "body:"),
+        ("unsupported", {}, "TopK"),
+        ("dynamic", {}, "--shape x="),
+        ("dynamic", {"shape": "x=1,a"}, "query.shape"),
+    ],
+)
+def test_a_file_that_is_no_model_we_take_is_422_and_nothing_is_stored(
+    client, database, rng, content, params, said
+) -> None:
+    models = {"unsupported": unsupported_ops, "dynamic": dynamic_batch}
+    body = content if isinstance(content, bytes) else models[content](rng).SerializeToString()
+    answer = upload(client, body, **params)
+    assert answer.status_code == 422 and said in answer.json()["detail"], answer.text
+    with pytest.raises(RecordError, match="no model file"):
+        database.model_file(1)
+
+
+def test_a_dynamic_input_fixed_by_shape_is_taken(client, rng) -> None:
+    answer = upload(client, dynamic_batch(rng).SerializeToString(), shape="x=2,8")
+    assert answer.status_code == 200 and answer.json()["inputs"]["x"][0] == 2
+
+
+def test_a_model_job_tunes_the_tasks_of_the_model_and_the_result_is_right(
+    client, database, backend, rng
+) -> None:
+    model = mlp(rng)
+    stored = upload(client, model.SerializeToString()).json()
+    body = {"model": stored["id"], "trials": 12, "tuner": "random", "scheduler": "round-robin"}
+    submitted = client.post("/v1/jobs", json=body)
+    assert submitted.status_code == 201, submitted.text
+    job = submitted.json()
+    tuned = [t for t in stored["tasks"] if t["worth_tuning"]]
+    assert [t["workload_key"] for t in job["tasks"]] == [t["workload_key"] for t in tuned]
+    Coordinator(database, backend).run_next()
+    done = client.get(f"/v1/jobs/{job['id']}").json()
+    assert done["status"] == "done", done
+    assert sum(t["trials_done"] for t in done["tasks"]) == 12
+    assert all(t["status"] == "done" and t["best_gflops"] for t in done["tasks"])
+    trials = client.get(f"/v1/jobs/{job['id']}/trials").json()
+    assert len(trials) == 12  # every measurement carries the job
+    graph = import_onnx(model)
+    inputs = {n: rng.standard_normal(k.shape).astype(k.dtype) for n, k in graph.inputs.items()}
+    session = onnxruntime.InferenceSession(
+        model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    ours = GraphModule(graph, database=database).run(**inputs).values()
+    for mine, theirs in zip(ours, session.run(None, inputs), strict=True):
+        np.testing.assert_allclose(mine, theirs, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ({"model": 999, "trials": 4}, "model: no model file"),
+        ({"model": 1, "workloads": [{"op": "relu", "args": {"shape": [4]}}]}, "model:"),
+        ({"model": 1, "scheduler": "greedy"}, "scheduler"),
+        ({"model": 1, "target": "llvm -mcpu=no-such-cpu"}, "no-such-cpu"),
+    ],
+)
+def test_a_bad_model_job_is_422_naming_what_is_wrong(client, database, rng, body, said) -> None:
+    upload(client, mlp(rng).SerializeToString())
+    answer = client.post("/v1/jobs", json=body)
+    assert answer.status_code == 422 and said in answer.json()["detail"], answer.text
+    assert database.jobs() == []
+
+
+def test_submit_model_from_the_command_line(server, admin, tmp_path, rng) -> None:
+    path = tmp_path / "mlp.onnx"
+    path.write_bytes(mlp(rng).SerializeToString())
+    service = ["--server", server, "--token", admin]
+    done = subprocess.run(
+        [sys.executable, "-m", "tuner.cli", "submit-model", str(path), "--trials", "8", *service],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "tasks worth tuning" in done.stdout and "job 1 queued" in done.stdout
+    with Client(server, admin) as client:
+        assert client.job(1)["request"]["model"] == 1
+        with pytest.raises(ServiceError, match="422"):
+            client.upload_model(b"garbage", "g")
