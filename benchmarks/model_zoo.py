@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import onnx
@@ -64,7 +65,7 @@ class _Builder:
         self.nodes: list[onnx.NodeProto] = []
         self.weights: dict[str, np.ndarray] = {}
 
-    def node(self, op_type: str, inputs: Sequence[str], output: str, **attrs: object) -> str:
+    def node(self, op_type: str, inputs: Sequence[str], output: str, **attrs: Any) -> str:
         self.nodes.append(
             helper.make_node(op_type, list(inputs), [output], name=f"{output}_node", **attrs)
         )
@@ -179,8 +180,9 @@ def bert_layer(rng: np.random.Generator, size: BertSize = FULL.bert) -> onnx.Mod
     attention = _dense(b, merged, "attn", h, h)
     first = _layer_norm(b, b.node("Add", [attention, "x"], "res1"), "ln1", h)
     ff1 = _dense(b, first, "ff1", h, size.ffn)
-    erf = b.node("Erf", [b.node("Div", [ff1, _scalar(b, "sqrt_2", math.sqrt(2))], "g_div")], "g_erf")
-    gelu = b.node("Add", [erf, _scalar(b, "one", 1.0)], "g_add")
+    gelu = b.node("Div", [ff1, _scalar(b, "sqrt_2", math.sqrt(2))], "g_div")
+    gelu = b.node("Erf", [gelu], "g_erf")
+    gelu = b.node("Add", [gelu, _scalar(b, "one", 1.0)], "g_add")
     gelu = b.node("Mul", [ff1, gelu], "g_mul")
     gelu = b.node("Mul", [gelu, _scalar(b, "half", 0.5)], "gelu")
     ff2 = _dense(b, gelu, "ff2", size.ffn, h)

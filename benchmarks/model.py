@@ -1,0 +1,286 @@
+"""Whole models against onnxruntime: ResNet-18 and a BERT-base encoder layer, with the
+default schedules and tuned under one trial budget, in one run.
+
+    python benchmarks/model.py                          # both models, 2000 trials each
+    python benchmarks/model.py --trials 0               # default schedules only
+    python benchmarks/model.py --models bert --trials 32 --json   # last line: one JSON object
+    python benchmarks/model.py --small --trials 8       # shrunken models, seconds
+
+Per model (built by ``model_zoo.py`` with fixed random weights) it prints
+onnxruntime's latency (all cores, the median of ORT_RUNS runs after a warm-up), ours
+with the default schedules (the median of OUR_RUNS runs after a warm-up) and the
+largest difference of our output from onnxruntime's; then, with a budget, it tunes
+the model's tasks (``tuner.model_tune``) with the local workers into a temporary
+SQLite database, printing each round on stderr, and times and checks the model
+built from that database the same way. The task table gives each task's kind,
+weight, MFLOP (all its occurrences), the trials it got and its best time. Speeds are
+onnxruntime's latency over ours: above 1 where ours is faster. Nothing else should
+run on the machine meanwhile; the exit status is 1 when an output differs from
+onnxruntime's by more than the tolerance (after printing everything).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if sys.path and os.path.abspath(sys.path[0] or os.curdir) == _HERE:
+    del sys.path[0]  # run as a script, this file would shadow the packages it measures
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+
+import db  # noqa: E402
+import workers  # noqa: E402
+from compiler.graph import Graph, GraphModule, import_onnx  # noqa: E402
+from tuner.model_tasks import ModelTask, extract_tasks, tuned_tasks  # noqa: E402
+from tuner.model_tune import ModelTuneOptions, ModelTuneResult, tune_model  # noqa: E402
+
+sys.path.append(_HERE)  # the packages are imported: now the sibling modules can be
+from model_zoo import FULL, SMALL, Size, bert_layer, resnet18  # noqa: E402
+from onnx_peer import onnxruntime_version  # noqa: E402
+from record_cost_model_fixture import machine  # noqa: E402
+
+MODELS: dict[str, Callable[[np.random.Generator, Size], onnx.ModelProto]] = {
+    "resnet18": lambda rng, size: resnet18(rng, size.resnet),
+    "bert": lambda rng, size: bert_layer(rng, size.bert),
+}
+ORT_RUNS = 20
+OUR_RUNS = 10
+WARMUP_RUNS = 2
+# onnxruntime's pool threads spin for a while after a run; on a small machine they
+# would take the cores from our parallel loops timed next.
+SETTLE_S = 0.5
+RTOL = 1e-3
+ATOL = 1e-3
+# Trials per round, lowered for a small budget so every tuned task gets its warm-up
+# round (a task without a trial has no best time, and the model no estimate).
+ROUND_TRIALS = 16
+
+
+def median_seconds(call: Callable[[], Any], runs: int) -> float:
+    for _ in range(WARMUP_RUNS):
+        call()
+    seconds = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        call()
+        seconds.append(time.perf_counter() - start)
+    return statistics.median(seconds)
+
+
+def onnxruntime_run(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> Callable[[], Any]:
+    """The model in an onnxruntime session the way a user runs it: every core, the
+    default graph optimizations; the call returns the first output."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = os.cpu_count() or 1
+    session = onnxruntime.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    return lambda: session.run(None, inputs)[0]
+
+
+def ours(
+    module: GraphModule, inputs: dict[str, np.ndarray], expected: np.ndarray
+) -> dict[str, Any]:
+    """Our latency, and how far our output is from onnxruntime's."""
+    output = next(iter(module.run(**inputs).values()))
+    error = float(np.max(np.abs(output - expected)))
+    matches = bool(np.allclose(output, expected, rtol=RTOL, atol=ATOL))
+    seconds = median_seconds(lambda: module.run(**inputs), OUR_RUNS)
+    return {"ms": seconds * 1e3, "max_abs_error": error, "matches_onnxruntime": matches}
+
+
+def round_trials(tasks: list[ModelTask], trials: int) -> int:
+    return max(1, min(ROUND_TRIALS, trials // max(1, len(tuned_tasks(tasks)))))
+
+
+def tuned(
+    name: str,
+    graph: Graph,
+    tasks: list[ModelTask],
+    trials: int,
+    check: Callable[[GraphModule], dict[str, Any]],
+) -> tuple[ModelTuneResult, dict[str, Any]]:
+    """The tasks tuned with ``trials`` into a temporary database, and ``check`` of the
+    model built from it."""
+    options = ModelTuneOptions(trials=trials, round_trials=round_trials(tasks, trials))
+    print(f"  tuning: {trials} trials, {options.round_trials} a round", flush=True)
+
+    def progress(result: ModelTuneResult) -> None:
+        estimate = result.estimated_seconds
+        shown = "-" if estimate is None else f"{estimate * 1e3:.3f} ms"
+        print(
+            f"{name} round {result.rounds}: {result.trials}/{trials} trials, estimated {shown}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    with tempfile.TemporaryDirectory() as folder:
+        url = f"sqlite:///{os.path.join(folder, 'tune.db')}"
+        with db.create(url) as database, workers.create("local") as backend:
+            result = tune_model(
+                tasks, database=database, workers=backend, options=options, on_round=progress
+            )
+            module = GraphModule(graph, database=database)
+    return result, check(module)
+
+
+def task_rows(tasks: list[ModelTask], result: ModelTuneResult | None) -> list[dict[str, Any]]:
+    states = {} if result is None else {p.task.task.workload_key: p.state for p in result.tasks}
+    total = 0 if result is None else result.trials
+    rows = []
+    for task in tasks:
+        state = states.get(task.task.workload_key)
+        best = None if state is None else state.best_seconds
+        rows.append(
+            {
+                "kind": task.kind,
+                "weight": task.weight,
+                "mflop": task.flop_count / 1e6,
+                "worth_tuning": task.worth_tuning,
+                "trials": None if state is None else state.trials,
+                "share": None if state is None or not total else state.trials / total,
+                "best_ms": None if best is None else best * 1e3,
+            }
+        )
+    return rows
+
+
+def bench(name: str, size: Size, trials: int) -> dict[str, Any]:
+    model = MODELS[name](np.random.default_rng(0), size)
+    graph = import_onnx(model)
+    inputs = {
+        key: np.random.default_rng(1).standard_normal(kind.shape).astype(kind.dtype)
+        for key, kind in graph.inputs.items()
+    }
+    tasks = extract_tasks(graph)
+    gflop = sum(task.flop_count for task in tasks) / 1e9
+    shapes = ", ".join(str(a.shape) for a in inputs.values())
+    print(f"== {name}: input {shapes}, {gflop:.2f} GFLOP")
+    peer = onnxruntime_run(model, inputs)
+    expected = peer()
+    row: dict[str, Any] = {"gflop": gflop, "onnxruntime_ms": median_seconds(peer, ORT_RUNS) * 1e3}
+    print(f"  onnxruntime {row['onnxruntime_ms']:.3f} ms")
+    time.sleep(SETTLE_S)
+
+    def check(module: GraphModule) -> dict[str, Any]:
+        measured = ours(module, inputs, expected)
+        measured["vs_onnxruntime"] = row["onnxruntime_ms"] / measured["ms"]
+        return measured
+
+    row["default"] = check(GraphModule(graph))
+    print_ours("default", row["default"])
+    result = None
+    if trials > 0:
+        result, row["tuned"] = tuned(name, graph, tasks, trials, check)
+        row |= tuning_fields(result)
+        print_ours("tuned", row["tuned"])
+        print_tuning(row)
+    row["tasks"] = task_rows(tasks, result)
+    print_tasks(row["tasks"])
+    return row
+
+
+def tuning_fields(result: ModelTuneResult) -> dict[str, Any]:
+    estimate = result.estimated_seconds
+    return {
+        "tune_trials": result.trials,
+        "tune_rounds": result.rounds,
+        "tune_seconds": result.wall_seconds,
+        "estimated_ms": None if estimate is None else estimate * 1e3,
+    }
+
+
+def print_tuning(row: dict[str, Any]) -> None:
+    estimate = "-" if row["estimated_ms"] is None else f"{row['estimated_ms']:.3f} ms"
+    print(
+        f"  tuning: {row['tune_trials']} trials in {row['tune_rounds']} rounds, "
+        f"{row['tune_seconds']:.1f} s; the tuned tasks' estimated time {estimate}"
+    )
+
+
+def print_ours(label: str, measured: dict[str, Any]) -> None:
+    verdict = "ok" if measured["matches_onnxruntime"] else f"DIFFERS (rtol {RTOL}, atol {ATOL})"
+    print(
+        f"  ours, {label:7} {measured['ms']:.3f} ms: {measured['vs_onnxruntime']:.2f}x "
+        f"onnxruntime's speed; max abs error {measured['max_abs_error']:.2e} {verdict}"
+    )
+
+
+def print_tasks(rows: list[dict[str, Any]]) -> None:
+    """The tasks worth tuning, one a line; the rest (memory-bound groups on their default
+    schedules) in one line."""
+    print(f"  {'task':34} {'weight':>6} {'MFLOP':>9} {'trials':>6} {'share':>6} {'best ms':>9}")
+    for row in rows:
+        if not row["worth_tuning"]:
+            continue
+        trials = "-" if row["trials"] is None else str(row["trials"])
+        share = "-" if row["share"] is None else f"{row['share']:.0%}"
+        best = "-" if row["best_ms"] is None else f"{row['best_ms']:.4g}"
+        print(
+            f"  {row['kind'][:34]:34} {row['weight']:>6} {row['mflop']:>9.2f} "
+            f"{trials:>6} {share:>6} {best:>9}"
+        )
+    rest = [row for row in rows if not row["worth_tuning"]]
+    mflop = sum(row["mflop"] for row in rest)
+    print(f"  and {len(rest)} memory-bound tasks ({mflop:.2f} MFLOP) on their default schedules")
+
+
+def significant(value: Any) -> Any:
+    """Floats to four significant digits: errors of 1e-6 and latencies of seconds alike."""
+    if isinstance(value, float):
+        return float(f"{value:.4g}")
+    if isinstance(value, dict):
+        return {k: significant(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [significant(v) for v in value]
+    return value
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=2000, help="budget per model; 0: none")
+    parser.add_argument(
+        "--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}"
+    )
+    parser.add_argument("--small", action="store_true", help="shrunken models, for a smoke run")
+    parser.add_argument("--json", action="store_true", help="print one JSON object last")
+    args = parser.parse_args()
+    names = [n for n in args.models.split(",") if n]
+    unknown = sorted(set(names) - set(MODELS))
+    if unknown or not names:
+        parser.error(f"--models {args.models!r}: give some of {', '.join(MODELS)}")
+    if args.trials < 0:
+        parser.error("--trials must be 0 (default schedules only) or more")
+    version = onnxruntime_version()
+    if version is None:
+        parser.error("onnxruntime is not installed: pip install -e '.[bench]'")
+    cpu = machine()
+    print(f"{cpu}; onnxruntime {version}")
+    size = SMALL if args.small else FULL
+    report = {name: bench(name, size, args.trials) for name in names}
+    if args.json:
+        document = {"cpu": cpu, "onnxruntime": version, "trials": args.trials, "models": report}
+        print(json.dumps(significant(document)))
+    if not all(
+        check["matches_onnxruntime"]
+        for row in report.values()
+        for check in (row["default"], row.get("tuned"))
+        if check is not None
+    ):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
