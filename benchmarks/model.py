@@ -66,6 +66,10 @@ ATOL = 1e-3
 ROUND_TRIALS = 16
 
 
+# Kinds of fused group shown per measurement, the costliest first.
+TIME_ROWS = 6
+
+
 def median_seconds(call: Callable[[], Any], runs: int) -> float:
     for _ in range(WARMUP_RUNS):
         call()
@@ -98,7 +102,28 @@ def ours(
     error = float(np.max(np.abs(output - expected)))
     matches = bool(np.allclose(output, expected, rtol=RTOL, atol=ATOL))
     seconds = median_seconds(lambda: module.run(**inputs), OUR_RUNS)
-    return {"ms": seconds * 1e3, "max_abs_error": error, "matches_onnxruntime": matches}
+    return {
+        "ms": seconds * 1e3,
+        "max_abs_error": error,
+        "matches_onnxruntime": matches,
+        "time_by_kind": time_by_kind(module, inputs),
+    }
+
+
+def time_by_kind(module: GraphModule, inputs: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+    """Where a run's time goes: each kind of fused group (``conv2d_add_relu``), how many
+    steps of it the model runs, their milliseconds and share, the costliest first."""
+    totals: dict[str, list[float]] = {}
+    for step, seconds in module.profile(OUR_RUNS, **inputs):
+        entry = totals.setdefault(step.kind, [0, 0.0])
+        entry[0] += 1
+        entry[1] += seconds
+    whole = sum(seconds for _, seconds in totals.values()) or 1.0
+    rows = [
+        {"kind": kind, "steps": int(steps), "ms": seconds * 1e3, "share": seconds / whole}
+        for kind, (steps, seconds) in totals.items()
+    ]
+    return sorted(rows, key=lambda row: -row["ms"])
 
 
 def round_trials(tasks: list[ModelTask], trials: int) -> int:
@@ -215,6 +240,13 @@ def print_ours(label: str, measured: dict[str, Any]) -> None:
     print(
         f"  ours, {label:7} {measured['ms']:.3f} ms: {measured['vs_onnxruntime']:.2f}x "
         f"onnxruntime's speed; max abs error {measured['max_abs_error']:.2e} {verdict}"
+    )
+    costliest = measured["time_by_kind"][:TIME_ROWS]
+    print(
+        "    where the time goes: "
+        + ", ".join(
+            f"{r['kind']} x{r['steps']} {r['ms']:.3g} ms ({r['share']:.0%})" for r in costliest
+        )
     )
 
 

@@ -140,3 +140,14 @@ def test_an_exported_model_loads_back_and_computes_the_same(rng, tmp_path) -> No
     x = rng.standard_normal((1, 4, 9, 9)).astype("float32")
     skip = rng.standard_normal((1, 6, 9, 9)).astype("float32")
     np.testing.assert_array_equal(loaded.run(x=x, skip=skip)["y"], module.run(x=x, skip=skip)["y"])
+
+
+def test_a_profile_gives_each_step_its_time(rng) -> None:
+    b, _ = conv_bn_relu(rng)
+    b.node("global_avg_pool2d", "y", out="pooled")
+    module = GraphModule(b.returns("pooled"))
+    x = rng.standard_normal((1, 4, 9, 9)).astype("float32")
+    skip = rng.standard_normal((1, 6, 9, 9)).astype("float32")
+    profile = module.profile(runs=3, x=x, skip=skip)
+    assert [step.kind for step, _ in profile] == ["conv2d_add_add_relu", "global_avg_pool2d"]
+    assert all(seconds > 0 for _, seconds in profile)
