@@ -61,9 +61,6 @@ WARMUP_RUNS = 2
 SETTLE_S = 0.5
 RTOL = 1e-3
 ATOL = 1e-3
-# Trials per round, lowered for a small budget so every tuned task gets its warm-up
-# round (a task without a trial has no best time, and the model no estimate).
-ROUND_TRIALS = 16
 
 
 # Kinds of fused group shown per measurement, the costliest first.
@@ -126,10 +123,6 @@ def time_by_kind(module: GraphModule, inputs: dict[str, np.ndarray]) -> list[dic
     return sorted(rows, key=lambda row: -row["ms"])
 
 
-def round_trials(tasks: list[ModelTask], trials: int) -> int:
-    return max(1, min(ROUND_TRIALS, trials // max(1, len(tuned_tasks(tasks)))))
-
-
 def tuned(
     name: str,
     graph: Graph,
@@ -139,14 +132,14 @@ def tuned(
 ) -> tuple[ModelTuneResult, dict[str, Any]]:
     """The tasks tuned with ``trials`` into a temporary database, and ``check`` of the
     model built from it."""
-    options = ModelTuneOptions(trials=trials, round_trials=round_trials(tasks, trials))
-    print(f"  tuning: {trials} trials, {options.round_trials} a round", flush=True)
+    options = ModelTuneOptions(trials=trials)
+    size = options.round_size(len(tuned_tasks(tasks)))
+    print(f"  tuning: {trials} trials, {size} a round", flush=True)
 
     def progress(result: ModelTuneResult) -> None:
-        estimate = result.estimated_seconds
-        shown = "-" if estimate is None else f"{estimate * 1e3:.3f} ms"
         print(
-            f"{name} round {result.rounds}: {result.trials}/{trials} trials, estimated {shown}",
+            f"{name} round {result.rounds}: {result.trials}/{trials} trials, "
+            f"estimated {result.estimate_text()}",
             file=sys.stderr,
             flush=True,
         )

@@ -11,9 +11,10 @@ import json
 import os
 from typing import Any
 
+from tuner import scheduler
 from tuner.arguments import int_in_range
 from tuner.client import Client
-from tuner.model_tasks import parse_input_shapes
+from tuner.model_commands import model_arguments, shapes_of
 from tuner.progress import Progress
 from tuner.tune_commands import (
     UsageError,
@@ -47,21 +48,11 @@ def add_commands(commands: Any) -> None:
     submit_model = commands.add_parser(
         "submit-model", help="send an ONNX model to a tensortune service and queue its tuning"
     )
-    submit_model.add_argument("model", help="an ONNX model file")
-    submit_model.add_argument(
-        "--shape",
-        action="append",
-        default=[],
-        metavar="NAME=D0,D1,...",
-        help="fix the dimensions of an input the model leaves open",
-    )
-    submit_model.add_argument("--target", default="llvm", help="compile target (default llvm)")
+    model_arguments(submit_model)
     submit_model.add_argument(
         "--trials", type=int_in_range(1), default=2000, help="the model's trial budget"
     )
-    submit_model.add_argument(
-        "--scheduler", choices=("gradient", "round-robin"), default="gradient"
-    )
+    submit_model.add_argument("--scheduler", choices=sorted(scheduler.KINDS), default="gradient")
     submit_model.add_argument("--tuner", default="auto", help="search strategy (default auto)")
     submit_model.add_argument("--seed", type=int_in_range(0), default=0)
     submit_model.add_argument("--priority", type=int_in_range(-1000, 1000), default=0)
@@ -159,12 +150,9 @@ def _submit(client: Client, args: argparse.Namespace) -> None:
 
 
 def _submit_model(client: Client, args: argparse.Namespace) -> None:
-    try:
-        shapes = parse_input_shapes(args.shape)
-        with open(args.model, "rb") as file:
-            content = file.read()
-    except ValueError as err:
-        raise UsageError(f"--shape {err}") from None
+    shapes = shapes_of(args)
+    with open(args.model, "rb") as file:
+        content = file.read()
     stored = client.upload_model(content, os.path.basename(args.model), shapes)
     tuned = [task for task in stored["tasks"] if task["worth_tuning"]]
     print(f"model {stored['id']} {stored['name']!r}: {len(tuned)} tasks worth tuning")

@@ -30,7 +30,8 @@ RUNS = 10
 
 def add_commands(commands: Any) -> None:
     tune = commands.add_parser("tune-model", help="tune every task of an ONNX model")
-    _model_arguments(tune)
+    model_arguments(tune)
+    _database_argument(tune)
     tune.add_argument(
         "--trials", type=int_in_range(1), default=2000, help="the model's trial budget"
     )
@@ -50,7 +51,8 @@ def add_commands(commands: Any) -> None:
     tune.set_defaults(run=run_tune_model)
 
     run = commands.add_parser("run", help="run an ONNX model with its tuned schedules")
-    _model_arguments(run)
+    model_arguments(run)
+    _database_argument(run)
     run.add_argument("--inputs", help="an .npz file of the inputs by name (default: random)")
     run.add_argument("--output", help="write the outputs by name to this .npz file")
     run.add_argument(
@@ -62,7 +64,8 @@ def add_commands(commands: Any) -> None:
     run.set_defaults(run=run_model)
 
 
-def _model_arguments(parser: argparse.ArgumentParser) -> None:
+def model_arguments(parser: argparse.ArgumentParser) -> None:
+    """The model file, ``--shape`` (read by ``shapes_of``) and ``--target``."""
     parser.add_argument("model", help="an ONNX model file")
     parser.add_argument(
         "--shape",
@@ -72,6 +75,9 @@ def _model_arguments(parser: argparse.ArgumentParser) -> None:
         help="fix the dimensions of an input the model leaves open",
     )
     parser.add_argument("--target", default="llvm", help="compile target (default: llvm)")
+
+
+def _database_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", "--db", dest="url", help="database URL (default: SQLite)")
 
 
@@ -129,20 +135,16 @@ def format_tasks(tasks: list[ModelTask], result: ModelTuneResult) -> str:
             f"{task.kind[:40]:40} {task.weight:>6} {task.task.flop_count / 1e6:>9.2f} "
             f"{trials:>6} {best:>9}"
         )
-    estimate = result.estimated_seconds
-    shown = "-" if estimate is None else f"{estimate * 1e3:.4g} ms"
     lines.append(
         f"{result.trials} trials in {result.rounds} rounds, {result.wall_seconds:.1f} s; "
-        f"tuned tasks' estimated time {shown}"
+        f"tuned tasks' estimated time {result.estimate_text()}"
     )
     return "\n".join(lines)
 
 
 def _print_round(result: ModelTuneResult) -> None:
-    estimate = result.estimated_seconds
-    shown = "-" if estimate is None else f"{estimate * 1e3:.4g} ms"
     print(
-        f"round {result.rounds}: {result.trials} trials, estimated {shown}",
+        f"round {result.rounds}: {result.trials} trials, estimated {result.estimate_text()}",
         file=sys.stderr,
         flush=True,
     )
@@ -150,14 +152,15 @@ def _print_round(result: ModelTuneResult) -> None:
 
 def _graph(args: argparse.Namespace) -> Graph:
     try:
-        return import_onnx(args.model, shapes=_shapes(args.shape))
+        return import_onnx(args.model, shapes=shapes_of(args))
     except GraphError as err:
         raise UsageError(f"{args.model}: {err}") from None
 
 
-def _shapes(given: list[str]) -> dict[str, tuple[int, ...]]:
+def shapes_of(args: argparse.Namespace) -> dict[str, tuple[int, ...]]:
+    """The input shapes ``--shape`` fixes; UsageError naming a malformed one."""
     try:
-        return parse_input_shapes(given)
+        return parse_input_shapes(args.shape)
     except ValueError as err:
         raise UsageError(f"--shape {err}") from None
 

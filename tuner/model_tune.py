@@ -47,6 +47,12 @@ class ModelTuneOptions:
             )
         scheduler.create(self.scheduler)
 
+    def round_size(self, tasks: int) -> int:
+        """Trials of a round among ``tasks`` tasks worth tuning."""
+        if self.round_trials is not None:
+            return self.round_trials
+        return max(1, min(ROUND_TRIALS, self.trials // max(tasks, 1)))
+
 
 @dataclass(frozen=True)
 class TaskProgress:
@@ -76,6 +82,11 @@ class ModelTuneResult:
             total += progress.task.weight * best
         return total
 
+    def estimate_text(self) -> str:
+        """The estimate for a person: milliseconds, or "-" before there is one."""
+        seconds = self.estimated_seconds
+        return "-" if seconds is None else f"{seconds * 1e3:.4g} ms"
+
 
 def tune_model(
     tasks: Sequence[ModelTask],
@@ -99,7 +110,7 @@ def tune_model(
     spaces = [
         choose_space("auto", t.task.func, target=t.task.target, seed=options.seed) for t in chosen
     ]
-    size = options.round_trials or max(1, min(ROUND_TRIALS, options.trials // max(len(chosen), 1)))
+    size = options.round_size(len(chosen))
     rounds = 0
     while (left := options.trials - sum(state.trials for state in states)) > 0:
         k = pick.next_task(states)

@@ -89,7 +89,7 @@ class _Float32:
     def select(self, predicate: str, a: str, b: str | float, hint: str) -> str:
         """``a`` where ``fcmp predicate a, b`` holds, else ``b``."""
         operand = _operand(b)
-        holds = self.assign(f"fcmp {predicate} float {a}, {operand}", "exp_cmp")
+        holds = self.assign(f"fcmp {predicate} float {a}, {operand}", f"{hint}_cmp")
         return self.assign(f"select i1 {holds}, float {a}, float {operand}", hint)
 
 

@@ -134,7 +134,6 @@ class GraphModule:
     def _start(self, plan: Plan, module: Module, weights: Mapping[str, np.ndarray]) -> None:
         self.plan = plan
         self.module = module
-        self._calls = [(module[step.function], step) for step in plan.steps]
         self._buffers = {
             step.output: np.empty(plan.types[step.output].shape, plan.types[step.output].dtype)
             for step in plan.steps
@@ -144,6 +143,14 @@ class GraphModule:
             self._buffers[name] = np.require(array, requirements="C")
         for name, kind in plan.inputs.items():
             self._buffers[name] = np.empty(kind.shape, kind.dtype)
+        # Every call's arrays, the output last, looked up once: the buffers never move.
+        self._calls = [
+            (
+                module[step.function],
+                [*(self._buffers[value] for value in step.inputs), self._buffers[step.output]],
+            )
+            for step in plan.steps
+        ]
 
     @classmethod
     def load(cls, folder: str | os.PathLike[str]) -> GraphModule:
@@ -171,9 +178,8 @@ class GraphModule:
         new arrays. GraphError names an input that is missing, unknown or of the wrong
         shape or dtype."""
         self._set_inputs(inputs)
-        for function, step in self._calls:
-            arguments = [self._buffers[value] for value in step.inputs]
-            function(*arguments, self._buffers[step.output])
+        for function, arrays in self._calls:
+            function(*arrays)
         return {name: self._buffers[name].copy() for name in self.plan.outputs}
 
     def profile(self, runs: int = 10, **inputs: np.ndarray) -> list[tuple[Step, float]]:
@@ -182,13 +188,12 @@ class GraphModule:
         self._set_inputs(inputs)
         seconds: list[list[float]] = [[] for _ in self._calls]
         for _ in range(runs):
-            for k, (function, step) in enumerate(self._calls):
-                arguments = [self._buffers[value] for value in step.inputs]
+            for k, (function, arrays) in enumerate(self._calls):
                 start = time.perf_counter()
-                function(*arguments, self._buffers[step.output])
+                function(*arrays)
                 seconds[k].append(time.perf_counter() - start)
         return [
-            (step, float(np.median(s))) for (_, step), s in zip(self._calls, seconds, strict=True)
+            (step, float(np.median(s))) for step, s in zip(self.plan.steps, seconds, strict=True)
         ]
 
     def _set_inputs(self, inputs: Mapping[str, np.ndarray]) -> None:

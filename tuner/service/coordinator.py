@@ -22,6 +22,7 @@ from db import Job, JobStatus, JobTask, SQLDatabase
 from db.sql import STALE_AFTER
 from tuner.model_tune import ModelTuneOptions, ModelTuneResult, tune_model
 from tuner.progress import Progress
+from tuner.scheduler import TaskState
 from tuner.service.jobs import JobRequest
 from tuner.service.model_files import model_tasks
 from tuner.space_choice import choose_space
@@ -84,7 +85,7 @@ class Coordinator:
             if request.model is None:
                 self._run_workloads(job, request)
             else:
-                self._run_model(job, request)
+                self._run_model(job, request, request.model)
         except Exception as err:  # the job's failure is its status; the next job runs
             logger.exception("job %d failed", job.id)
             return self.database.set_job_status(
@@ -130,18 +131,24 @@ class Coordinator:
             best_seconds=best,
         )
 
-    def _run_model(self, job: Job, request: JobRequest) -> None:
+    def _run_model(self, job: Job, request: JobRequest, model_id: int) -> None:
         """A model job: its tasks share the budget in rounds (``tuner.model_tune``), each
         round's outcome written to the task rows."""
         rows = {(row.workload_key, row.target): row for row in job.tasks}
-        tasks = model_tasks(self.database, request.model or 0, job.tasks[0].target)
+        tasks = model_tasks(self.database, model_id, job.tasks[0].target)
         tuned = [task for task in tasks if (task.task.workload_key, task.task.target) in rows]
         for row in job.tasks:
             self.database.update_task(row.id, status=JobStatus.RUNNING)
 
+        written: dict[int, TaskState] = {}
+
         def record(progress: ModelTuneResult) -> None:
+            """Write the rows of the tasks that changed (a round changes one)."""
             for task in progress.tasks:
                 row = rows[(task.task.task.workload_key, task.task.task.target)]
+                if written.get(row.id) == task.state:
+                    continue
+                written[row.id] = task.state
                 self.database.update_task(
                     row.id, trials_done=task.state.trials, best_seconds=task.state.best_seconds
                 )

@@ -83,7 +83,7 @@ def submit(database: SQLDatabase, request: JobRequest, *, token_id: int | None =
     ``token_id``. A job of a stored ``model`` gets one task per task of the model worth
     tuning, which share its trials."""
     if request.model is not None:
-        return _submit_model(database, request, token_id)
+        return _submit_model(database, request, request.model, token_id)
     if not request.workloads:
         raise JobRequestError("workloads: give at least one operator spec, or a model")
     repeated = sorted({t for t in request.targets if request.targets.count(t) > 1})
@@ -116,7 +116,9 @@ def submit(database: SQLDatabase, request: JobRequest, *, token_id: int | None =
     )
 
 
-def _submit_model(database: SQLDatabase, request: JobRequest, token_id: int | None) -> Job:
+def _submit_model(
+    database: SQLDatabase, request: JobRequest, model_id: int, token_id: int | None
+) -> Job:
     """A model job: its tasks on the target, each row's ``trials_asked`` the model's
     budget, the most one task may get (the task scheduler shares it out)."""
     if request.workloads or request.targets:
@@ -130,7 +132,7 @@ def _submit_model(database: SQLDatabase, request: JobRequest, token_id: int | No
     except ValueError as err:
         raise JobRequestError(str(err)) from None
     try:
-        stored = database.model_file(request.model or 0)
+        stored = database.model_file(model_id)
         tasks = [t for t in model_tasks(database, stored.id, request.target) if t.worth_tuning]
     except (RecordError, ModelFileError, TargetError) as err:
         raise JobRequestError(f"model: {err}") from None
