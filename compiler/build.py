@@ -5,19 +5,27 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from compiler.codegen.cuda_target import CudaTarget
 from compiler.codegen.llvm_build import compile_ir, jit_load
 from compiler.codegen.llvm_module import emit_module
 from compiler.codegen.target import LLVMTarget, target_machine
+from compiler.codegen.targets import Target, parse_target
+from compiler.cuda_build import build_cuda_binary
 from compiler.lower.ir_dump import IRDump
 from compiler.lower.pipeline import lower_func, to_ir_module
 from compiler.lower.prepack import prepack as prepack_module
+from compiler.runtime.gpu_binary import GPUBinary
 from compiler.runtime.module import Function, Module
 from compiler.runtime.signature import FuncSignature
 from compiler.schedule.default import apply_default_schedule
+from compiler.schedule.default_gpu import apply_gpu_default_schedule
 from compiler.schedule.replay import REPLAYS
 from compiler.schedule.tuned import TuningLookup, apply_best
+
+if TYPE_CHECKING:
+    from compiler.runtime.cuda_module import CudaModule
 
 SYMBOL_PREFIX = "tensortune_"
 
@@ -27,15 +35,17 @@ logger = logging.getLogger(__name__)
 def build(
     obj: Any,
     args: Sequence[Any] | None = None,
-    target: str | LLVMTarget = "llvm",
+    target: str | Target = "llvm",
     name: str = "main",
     *,
     database: TuningLookup | None = None,
     default_schedule: bool = True,
     dump_ir: str | os.PathLike[str] | None = None,
     prepack: Sequence[str] = (),
-) -> Module:
-    """Compile ``obj`` for a CPU and load it into this process.
+) -> Module | CudaModule:
+    """Compile ``obj`` for a CPU and load it into this process, or for a GPU
+    (``target="cuda -arch=sm_80"``) and load it onto the first device; see
+    ``build_cuda`` for the GPU build alone, which needs no device.
 
     ``obj`` is an IRModule, a PrimFunc (named by its ``global_symbol``), a Schedule
     (its ``.mod``) or a TE-style schedule (``build(s, [A, B, C])``). ``target`` is
@@ -59,6 +69,38 @@ def build(
     ``dump_ir`` names a folder that gets the IR after every lowering pass, the LLVM IR
     before and after optimization, and the assembly, one numbered file each.
     """
+    parsed = parse_target(target)
+    if isinstance(parsed, CudaTarget):
+        from compiler.runtime.cuda_module import CudaModule
+
+        binary = build_cuda(
+            obj, args, parsed, name, database=database, default_schedule=default_schedule
+        )
+        return CudaModule(binary)
+    return build_llvm(
+        obj,
+        args,
+        parsed,
+        name,
+        database=database,
+        default_schedule=default_schedule,
+        dump_ir=dump_ir,
+        prepack=prepack,
+    )
+
+
+def build_llvm(
+    obj: Any,
+    args: Sequence[Any] | None = None,
+    target: str | LLVMTarget = "llvm",
+    name: str = "main",
+    *,
+    database: TuningLookup | None = None,
+    default_schedule: bool = True,
+    dump_ir: str | os.PathLike[str] | None = None,
+    prepack: Sequence[str] = (),
+) -> Module:
+    """``build`` for a CPU target: the same arguments, a ``Module``."""
     llvm_target = LLVMTarget.parse(target)
     mod = to_ir_module(obj, args, name)
     if database is not None:
@@ -87,6 +129,29 @@ def build(
     keepalive, addresses = jit_load(compiled.object_code, [s.symbol for s in signatures])
     functions = {s.name: Function(s, addresses[s.symbol], keepalive) for s in signatures}
     return Module(functions, source=compiled, object_code=compiled.object_code)
+
+
+def build_cuda(
+    obj: Any,
+    args: Sequence[Any] | None = None,
+    target: str | CudaTarget = "cuda -arch=sm_80",
+    name: str = "main",
+    *,
+    database: TuningLookup | None = None,
+    default_schedule: bool = True,
+) -> GPUBinary:
+    """Compile ``obj`` for a GPU into a ``GPUBinary`` (PTX, cubin, launch plan),
+    without touching a device. Functions with no schedule get the default GPU one
+    (``compiler.schedule.default_gpu``), those with a stored best schedule in
+    ``database`` that one."""
+    cuda = CudaTarget.parse(target)
+    mod = to_ir_module(obj, args, name)
+    if database is not None:
+        mod, report = apply_best(mod, cuda, database)
+        logger.info("%s", report)
+    if default_schedule:
+        mod = apply_gpu_default_schedule(mod, cuda)
+    return build_cuda_binary(mod, cuda)
 
 
 def _signatures(mod: Any) -> list[FuncSignature]:

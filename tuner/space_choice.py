@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import importlib
 
-from compiler.codegen.target import LLVMTarget
+from compiler.codegen.targets import Target, target_kind
 from compiler.ir.function import PrimFunc
 from tuner import space as spaces
 from tuner.space import Space, SpaceError
@@ -31,7 +31,7 @@ def choose_space(
     choice: ScheduleFn | str,
     func: PrimFunc,
     *,
-    target: str | LLVMTarget = "llvm",
+    target: str | Target = "llvm",
     template: str | None = None,
     seed: int = 0,
 ) -> Space:
@@ -41,7 +41,7 @@ def choose_space(
     if choice == "auto":
         return spaces.space_for(func, target=target, template=template)
     if choice == "template":
-        if template is None and not spaces.templates_for(func):
+        if template is None and not spaces.templates_for(func, target_kind(target)):
             raise SpaceError(
                 "no registered template fits this workload (the templates are "
                 f"{', '.join(spaces.template_names())}); --space auto or generated searches "

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from compiler.codegen.target import LLVMTarget
+from compiler.codegen.targets import Target
 from compiler.ir.function import PrimFunc
 from compiler.schedule.tuned import canonical_target
 from compiler.workload.flops import flop_count
@@ -35,13 +35,13 @@ class TuneTask:
 
     @staticmethod
     def from_func(
-        func: PrimFunc, target: str | LLVMTarget = "llvm", spec: Mapping[str, Any] | None = None
+        func: PrimFunc, target: str | Target = "llvm", spec: Mapping[str, Any] | None = None
     ) -> TuneTask:
         normalized = None if spec is None else normalize_spec(spec)
         return TuneTask._of(func, target, normalized)
 
     @staticmethod
-    def from_spec(spec: Mapping[str, Any], target: str | LLVMTarget = "llvm") -> TuneTask:
+    def from_spec(spec: Mapping[str, Any], target: str | Target = "llvm") -> TuneTask:
         """The task of an operator spec (``{"op": "matmul", "args": {...}}``); raises
         WorkloadError for a malformed spec. The spec is normalized here, once: the
         task holds it normalized and nothing downstream checks it again."""
@@ -49,9 +49,7 @@ class TuneTask:
         return TuneTask._of(workload_from_normalized_spec(normalized), target, normalized)
 
     @staticmethod
-    def _of(
-        func: PrimFunc, target: str | LLVMTarget, normalized: Mapping[str, Any] | None
-    ) -> TuneTask:
+    def _of(func: PrimFunc, target: str | Target, normalized: Mapping[str, Any] | None) -> TuneTask:
         spec_text = None if normalized is None else json.dumps(normalized, sort_keys=True)
         return TuneTask(
             func, workload_key(func), canonical_target(target), flop_count(func), spec_text

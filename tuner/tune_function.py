@@ -23,7 +23,7 @@ from collections.abc import Iterator
 
 import db
 import workers as worker_backends
-from compiler.codegen.target import LLVMTarget
+from compiler.codegen.targets import Target
 from compiler.ir.function import PrimFunc
 from db import Database
 from tuner.space.schedule_fn import ScheduleFn
@@ -38,7 +38,7 @@ def tune_tir(
     *,
     space: ScheduleFn | str = "auto",
     trials: int = 64,
-    target: str | LLVMTarget = "llvm",
+    target: str | Target = "llvm",
     database: Database | str | None = None,
     workers: Workers | str = "local",
     seed: int = 0,

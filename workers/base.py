@@ -32,10 +32,12 @@ class WorkersError(RuntimeError):
 
 # The code a worker process runs, named "module:attribute" so that the name crosses a
 # process as text and the process imports it: a function ``Candidate -> BuildResult``,
-# and a class made with ``host=`` whose objects ``prepare`` and ``measure`` candidates.
+# and a class made with ``host=`` whose objects ``prepare`` and ``measure`` candidates
+# (``GPU_MEASURER`` for candidates of a cuda target, in a process that holds a GPU).
 # A backend takes other names in their place, e.g. a subclass a test makes misbehave.
 BUILD_FUNCTION = "workers.compile_candidate:build_candidate"
 MEASURER = "workers.measure:Measurer"
+GPU_MEASURER = "workers.gpu_measure:GPUMeasurer"
 
 
 def load_hook(name: str) -> Any:
@@ -140,8 +142,9 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Artifact:
-    """A built candidate: the shared library's bytes, the function to call in it and
-    that function's signature (``FuncSignature.to_json`` as text)."""
+    """A built candidate: the shared library's bytes (for a cuda target, its
+    GPUBinary's JSON: ``workers.gpu_measure.encode_binary``), the function to call in
+    it and that function's signature (``FuncSignature.to_json`` as text)."""
 
     library: bytes
     function: str

@@ -1,5 +1,6 @@
 """Building one candidate, in whatever process a backend runs it: replay the trace on
-the workload, compile, link a shared library, and return its bytes."""
+the workload, compile, link a shared library, and return its bytes (for a cuda
+target, the GPUBinary's JSON)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,16 @@ import tempfile
 import time
 
 import compiler
+from compiler.build import build_cuda, build_llvm
 from compiler.errors import CompilerError, ErrorKind
-from compiler.runtime import Module
+from compiler.ir import IRModule
+from compiler.runtime import FuncSignature, Module
+from compiler.runtime.cuda_module import entry_name
 from compiler.schedule.trace import Trace
 from compiler.workload.key import workload_from_json
 from workers.base import Artifact, BuildResult, Candidate
+from workers.gpu_measure import encode_binary
+from workers.hosts import is_gpu_target
 
 
 def build_candidate(candidate: Candidate) -> BuildResult:
@@ -44,11 +50,22 @@ def _build(candidate: Candidate) -> Artifact:
     trace = Trace.from_json(candidate.trace)
     sch = compiler.Schedule(func)
     trace.apply_to_schedule(sch)
-    module = compiler.build(sch.mod, target=candidate.target)
+    if is_gpu_target(candidate.target):
+        return _build_gpu(sch.mod, candidate.target)
+    module = build_llvm(sch.mod, target=candidate.target)
     function = module.entry_name
-    signature = module[function].signature.to_json()
-    signature_text = json.dumps(signature, sort_keys=True, separators=(",", ":"))
-    return Artifact(_library_bytes(module), function, signature_text)
+    return Artifact(_library_bytes(module), function, _signature_text(module[function].signature))
+
+
+def _build_gpu(mod: IRModule, target: str) -> Artifact:
+    binary = build_cuda(mod, target=target)
+    function = entry_name(binary)
+    signature = FuncSignature.from_prim_func(function, function, mod[function])
+    return Artifact(encode_binary(binary), function, _signature_text(signature))
+
+
+def _signature_text(signature: FuncSignature) -> str:
+    return json.dumps(signature.to_json(), sort_keys=True, separators=(",", ":"))
 
 
 def _library_bytes(module: Module) -> bytes:

@@ -21,13 +21,17 @@ PREFIX = "target:"
 _CUDA_ARCH = re.compile(r"^-arch=(sm_[0-9]+a?)$")
 
 
+def is_gpu_target(target: str) -> bool:
+    """Whether ``target`` is measured on a GPU (a ``cuda ...`` target)."""
+    return target.split()[:1] == ["cuda"]
+
+
 @functools.lru_cache(maxsize=256)
 def host_resource(target: str) -> str:
     """The Ray resource of the hosts that measure ``target``; plain ``llvm`` names
     this machine's CPU. Raises WorkersError for a target that names no host kind."""
-    words = target.split()
-    if words and words[0] == "cuda":
-        arch = [m[1] for word in words[1:] if (m := _CUDA_ARCH.match(word))]
+    if is_gpu_target(target):
+        arch = [m[1] for word in target.split()[1:] if (m := _CUDA_ARCH.match(word))]
         if len(arch) != 1:
             raise WorkersError(
                 f"target {target!r} names no GPU architecture; give one -arch, e.g. "

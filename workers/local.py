@@ -2,9 +2,12 @@
 
 Builders run in parallel, one child process per core; the runner is a single
 child that measures one candidate at a time, so candidates do not disturb each
-other's timings. Children start in the background when the backend is made (it
-returns in milliseconds); a child that crashes or passes its deadline is killed
-and replaced, and the candidate it held gets one record saying so.
+other's timings (candidates of a cuda target go to a second one, started at the
+first of them, that holds the GPU). Children start in the background when the
+backend is made (it returns in milliseconds); a child that crashes or passes its
+deadline is killed and replaced, and the candidate it held gets one record saying
+so. So is a runner that reports a CRASHED candidate itself: a GPU kernel that
+faulted has left its process's CUDA context unusable.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from multiprocessing.connection import wait
 from compiler.errors import ErrorKind
 from workers.base import (
     BUILD_FUNCTION,
+    GPU_MEASURER,
     MEASURER,
     RUNNER_ENV,
     Builder,
@@ -30,6 +34,7 @@ from workers.base import (
     Workers,
     load_hook,
 )
+from workers.hosts import is_gpu_target
 from workers.process import Died, Reply, TimedOut, WorkerProcess
 
 
@@ -41,16 +46,20 @@ def create_local(
     candidates_per_process: int = 500,
     build_function: str = BUILD_FUNCTION,
     measurer: str = MEASURER,
+    gpu_measurer: str = GPU_MEASURER,
 ) -> Workers:
     """``max_workers`` builder processes (default: one per core), each build bounded by
     ``build_timeout_s``; one runner measuring as ``config`` says, replaced after
-    ``candidates_per_process`` candidates. ``build_function`` and ``measurer`` name
-    the code the processes run (see ``workers.base.load_hook``)."""
+    ``candidates_per_process`` candidates. ``build_function``, ``measurer`` and
+    ``gpu_measurer`` name the code the processes run (see ``workers.base.load_hook``)."""
     builder = LocalBuilder(
         max_workers=max_workers, timeout_s=build_timeout_s, build_function=build_function
     )
     runner = LocalRunner(
-        config=config, candidates_per_process=candidates_per_process, measurer=measurer
+        config=config,
+        candidates_per_process=candidates_per_process,
+        measurer=measurer,
+        gpu_measurer=gpu_measurer,
     )
     return Workers(builder, runner)
 
@@ -132,7 +141,8 @@ class LocalRunner(Runner):
     """One runner process that checks and times candidates one at a time. It is
     replaced after ``candidates_per_process`` candidates, since a process keeps
     every library it has loaded mapped until it ends. ``measurer`` names the class
-    that measures in the process."""
+    that measures in the process; ``gpu_measurer`` the one of the process that
+    measures candidates of a cuda target, on the first GPU it sees."""
 
     def __init__(
         self,
@@ -140,6 +150,7 @@ class LocalRunner(Runner):
         config: MeasureConfig | None = None,
         candidates_per_process: int = 500,
         measurer: str = MEASURER,
+        gpu_measurer: str = GPU_MEASURER,
     ) -> None:
         if candidates_per_process < 1:
             raise ValueError(
@@ -149,7 +160,11 @@ class LocalRunner(Runner):
         self.config = config or MeasureConfig()
         self.candidates_per_process = candidates_per_process
         load_hook(measurer)
+        load_hook(gpu_measurer)
         self._worker = WorkerProcess("run", measurer, RUNNER_ENV)
+        self._gpu_measurer = gpu_measurer
+        self._gpu_env = {**os.environ, **RUNNER_ENV}  # the GPU process starts later
+        self._gpu_worker: WorkerProcess | None = None
 
     def stream(self, builds: Sequence[BuildResult]) -> Iterator[tuple[int, RunResult]]:
         for index, build in enumerate(builds):
@@ -160,7 +175,7 @@ class LocalRunner(Runner):
             return RunResult.from_build(build)
         config = self.config.to_json()
         candidate = build.candidate
-        worker = self._worker
+        worker = self._worker_for(candidate)
         if worker.served >= self.candidates_per_process:
             worker.replace()
         worker.served += 1
@@ -175,10 +190,22 @@ class LocalRunner(Runner):
         outcome = worker.call(request, build.artifact.library, self.config.timeout_s)
         if not isinstance(outcome, Reply):
             return _fault_result(candidate, outcome, "running the candidate")
-        return RunResult.from_json(outcome.header)
+        result = RunResult.from_json(outcome.header)
+        if result.error_kind is ErrorKind.CRASHED:
+            worker.replace()
+        return result
+
+    def _worker_for(self, candidate: Candidate) -> WorkerProcess:
+        if not is_gpu_target(candidate.target):
+            return self._worker
+        if self._gpu_worker is None:
+            self._gpu_worker = WorkerProcess("run", self._gpu_measurer, self._gpu_env)
+        return self._gpu_worker
 
     def close(self) -> None:
         self._worker.close()
+        if self._gpu_worker is not None:
+            self._gpu_worker.close()
 
 
 def _fault_result(candidate: Candidate, outcome: Died | TimedOut, step: str) -> RunResult:

@@ -60,12 +60,9 @@ class Measurer:
         found = self._references[key]
         return found if isinstance(found, str) else None
 
-    def measure(self, build: BuildResult, config: MeasureConfig) -> RunResult:
-        """Load the artifact, run it once and check its outputs, then time it (with
-        fewer repeats when the candidate's cutoff or the deadline says so; not at all
-        when the checked run already took longer than the cutoff: that run is the
-        measurement)."""
-        started = time.monotonic()
+    def reference_for(self, build: BuildResult, config: MeasureConfig) -> Reference | RunResult:
+        """The reference ``build``'s outputs are checked against, or the result that
+        ends its measurement first (it did not build; its reference cannot be made)."""
         candidate = build.candidate
         if build.artifact is None:
             return RunResult.from_build(build)
@@ -74,6 +71,19 @@ class Measurer:
             return self._failed(candidate, ErrorKind.RUN_ERROR, reason)
         reference = self._references[candidate.reference_key]
         assert isinstance(reference, Reference)
+        return reference
+
+    def measure(self, build: BuildResult, config: MeasureConfig) -> RunResult:
+        """Load the artifact, run it once and check its outputs, then time it (with
+        fewer repeats when the candidate's cutoff or the deadline says so; not at all
+        when the checked run already took longer than the cutoff: that run is the
+        measurement)."""
+        started = time.monotonic()
+        candidate = build.candidate
+        reference = self.reference_for(build, config)
+        if isinstance(reference, RunResult):
+            return reference
+        assert build.artifact is not None
         try:
             function = _load(build.artifact.library, build.artifact.function)
             arrays = reference.fresh_arguments()

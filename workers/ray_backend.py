@@ -4,27 +4,31 @@ The same code runs on a Ray started on demand in this process (no address) and
 on a cluster joined by address (``ray start --head`` on one host, ``ray start
 --address=...`` on the others). Runner hosts are chosen by a Ray resource: every
 alive node that has it gets one runner actor, pinned there, which measures one
-candidate at a time; a GPU host is just a node with another resource. With
-``route_by_target``, a candidate is measured only on a node that carries its
-target's host-kind resource (``workers.hosts``), so a cluster of several kinds of
-hosts times each target on its own hardware; nodes that join later (a new host, a
-restarted one) get a runner at the next batch.
+candidate at a time. With ``route_by_target``, a candidate is measured only on a
+node that carries its target's host-kind resource (``workers.hosts``), so a cluster
+of several kinds of hosts times each target on its own hardware; nodes that join
+later (a new host, a restarted one) get a runner at the next batch. Candidates of a
+cuda target go to runners of their own, one per GPU of a node (each actor holds
+``num_gpus=1``, and its share of the node's cuda host-kind resources), made when
+the first such candidate comes.
 
 Faults: a build task that crashes is a CRASHED record (a crash that coincides
 with a lost node is retried once elsewhere); one past its deadline is cancelled
-(its worker killed) and recorded as TIMEOUT. A runner actor that dies or passes
-its deadline is restarted (``max_restarts``) and pinged: if it comes back, the
-candidate it held is recorded (CRASHED or TIMEOUT); if it cannot come back, its
-node is gone, the actor is dropped and the candidate goes to another host, up to
-``node_retries`` times, else it is recorded as CRASHED. When no live host can take
-a candidate, the runner waits up to ``host_wait_s`` for one to join (a restarted
-node comes back as a new one) before recording it as CRASHED. No candidate is
-dropped.
+(its worker killed) and recorded as TIMEOUT. A runner actor that reports a CRASHED
+candidate itself (a GPU kernel faulted its CUDA context) is replaced by a fresh one.
+A runner actor that dies or passes its deadline is restarted (``max_restarts``) and
+pinged: if it comes back, the candidate it held is recorded (CRASHED or TIMEOUT);
+if it cannot come back, its node is gone, the actor is dropped and the candidate
+goes to another host, up to ``node_retries`` times, else it is recorded as CRASHED.
+When no live host can take a candidate, the runner waits up to ``host_wait_s`` for
+one to join (a restarted node comes back as a new one) before recording it as
+CRASHED. No candidate is dropped.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from collections import deque
@@ -39,6 +43,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from compiler.errors import ErrorKind
 from workers.base import (
     BUILD_FUNCTION,
+    GPU_MEASURER,
     MEASURER,
     RUNNER_ENV,
     Builder,
@@ -51,7 +56,7 @@ from workers.base import (
     WorkersError,
     load_hook,
 )
-from workers.hosts import host_resource, served_targets
+from workers.hosts import PREFIX, host_resource, is_gpu_target, served_targets
 from workers.ray_address import check_reachable
 
 DEFAULT_CONNECT_TIMEOUT_S = 30.0
@@ -103,10 +108,12 @@ def create_ray(
     config: MeasureConfig | None = None,
     build_function: str = BUILD_FUNCTION,
     measurer: str = MEASURER,
+    gpu_measurer: str = GPU_MEASURER,
 ) -> Workers:
     """Connect (see ``connect``), then a RayBuilder and a RayRunner; closing the
-    Workers disconnects again if this call connected. ``build_function`` and
-    ``measurer`` name the code the tasks and actors run (``workers.base.load_hook``)."""
+    Workers disconnects again if this call connected. ``build_function``, ``measurer``
+    and ``gpu_measurer`` name the code the tasks and actors run
+    (``workers.base.load_hook``)."""
     connected = connect(address, num_cpus, connect_timeout_s)
     try:
         builder = RayBuilder(
@@ -123,6 +130,7 @@ def create_ray(
             node_retries=node_retries,
             candidates_per_actor=candidates_per_actor,
             measurer=measurer,
+            gpu_measurer=gpu_measurer,
         )
     except BaseException:
         if connected:
@@ -267,10 +275,15 @@ class _Task:
 
 @dataclass
 class _Slot:
+    """A runner actor's place: its node, the host kinds it measures and, for one that
+    measures on a GPU, the share of the node's host-kind resources it holds."""
+
     actor: Any
     node_id: str
     host: str
     serves: frozenset[str]
+    gpu: bool = False
+    claim: Mapping[str, float] = field(default_factory=dict)
     alive: bool = True
     prepared: set[str] = field(default_factory=set)
     served: int = 0
@@ -289,7 +302,7 @@ class RayRunner(Runner):
     hosts, each at most ``node_retries`` times. An actor is replaced by a fresh one on
     its node after ``candidates_per_actor`` candidates, since a process keeps every
     library it has loaded mapped until it ends. ``measurer`` names the class that
-    measures in an actor.
+    measures in an actor, ``gpu_measurer`` the one in a GPU runner's actor.
     """
 
     def __init__(
@@ -303,6 +316,7 @@ class RayRunner(Runner):
         revive_timeout_s: float = 30.0,
         candidates_per_actor: int = 500,
         measurer: str = MEASURER,
+        gpu_measurer: str = GPU_MEASURER,
     ) -> None:
         if candidates_per_actor < 1:
             raise ValueError(
@@ -311,7 +325,10 @@ class RayRunner(Runner):
         if not host_wait_s >= 0:
             raise ValueError(f"RayRunner: host_wait_s must be 0 or more, got {host_wait_s}")
         load_hook(measurer)
+        load_hook(gpu_measurer)
         self.measurer = measurer
+        self.gpu_measurer = gpu_measurer
+        self._gpus_wanted = False
         self.config = config or MeasureConfig()
         self.resource = resource
         self.route_by_target = route_by_target
@@ -329,27 +346,60 @@ class RayRunner(Runner):
             )
 
     def _join_new_nodes(self) -> None:
-        """A runner on every alive node that should have one and has none yet."""
-        known = {slot.node_id for slot in self._slots}
+        """A runner on every alive node that should have one and has none yet, and,
+        once cuda candidates came, one per GPU of every node that should have them."""
+        known = {(slot.node_id, slot.gpu) for slot in self._slots}
         for node in alive_nodes():
             resources = node["Resources"]
+            if self.resource and resources.get(self.resource, 0) <= 0:
+                continue
             serves = served_targets(resources)
-            if node["NodeID"] in known or (self.resource and resources.get(self.resource, 0) <= 0):
+            gpu_kinds = frozenset(k for k in serves if is_gpu_target(k.removeprefix(PREFIX)))
+            cpu_kinds = serves - gpu_kinds
+            if (node["NodeID"], False) not in known and (cpu_kinds or not self.route_by_target):
+                self._slots.append(self._place(node, cpu_kinds))
+            if not self._gpus_wanted or (node["NodeID"], True) in known:
                 continue
-            if self.route_by_target and not serves:
-                continue
-            self._slots.append(self._place(node, serves))
+            if gpu_kinds or not self.route_by_target:
+                self._slots.extend(self._place_gpus(node, gpu_kinds))
 
     def _place(self, node: Mapping[str, Any], serves: frozenset[str]) -> _Slot:
         node_id = node["NodeID"]
         host = f"{node['NodeManagerAddress']}/{node_id[:12]}"
         logger.info("runner on node %s (%s)", host, ", ".join(sorted(serves)) or "any target")
-        return _Slot(_new_actor(node_id, host, self.measurer), node_id, host, serves)
+        slot = _Slot(None, node_id, host, serves)
+        slot.actor = self._new_actor(slot)
+        return slot
+
+    def _place_gpus(self, node: Mapping[str, Any], serves: frozenset[str]) -> list[_Slot]:
+        """One GPU runner per GPU of ``node``, each claiming its share of the node's
+        host-kind resources (rounded down to the 1e-4 that Ray counts in)."""
+        node_id = node["NodeID"]
+        gpus = int(node["Resources"].get("GPU", 0))
+        if gpus == 0:
+            return []
+        shares = {k: math.floor(node["Resources"][k] / gpus * 1e4) / 1e4 for k in serves}
+        claim = {k: share for k, share in shares.items() if share > 0}
+        slots = []
+        for index in range(gpus):
+            host = f"{node['NodeManagerAddress']}/{node_id[:12]}/gpu{index}"
+            logger.info("GPU runner on %s (%s)", host, ", ".join(sorted(serves)) or "any GPU")
+            slot = _Slot(None, node_id, host, serves, gpu=True, claim=claim)
+            slot.actor = self._new_actor(slot)
+            slots.append(slot)
+        return slots
+
+    def _new_actor(self, slot: _Slot) -> Any:
+        if slot.gpu:
+            return _new_actor(
+                slot.node_id, slot.host, self.gpu_measurer, num_gpus=1, resources=slot.claim
+            )
+        return _new_actor(slot.node_id, slot.host, self.measurer)
 
     def _renew(self, slot: _Slot) -> None:
         """A fresh actor on the slot's node in place of the old one."""
         ray.kill(slot.actor, no_restart=True)
-        slot.actor = _new_actor(slot.node_id, slot.host, self.measurer)
+        slot.actor = self._new_actor(slot)
         slot.prepared.clear()
         slot.served = 0
 
@@ -359,8 +409,11 @@ class RayRunner(Runner):
         return [slot.host for slot in self._slots if slot.alive]
 
     def _takes(self, slot: _Slot, build: BuildResult) -> bool:
-        """Whether ``slot``'s node may measure ``build``'s candidate."""
-        return not self.route_by_target or host_resource(build.candidate.target) in slot.serves
+        """Whether ``slot``'s runner may measure ``build``'s candidate."""
+        target = build.candidate.target
+        if slot.gpu != is_gpu_target(target):
+            return False
+        return not self.route_by_target or host_resource(target) in slot.serves
 
     def stream(self, builds: Sequence[BuildResult]) -> Iterator[tuple[int, RunResult]]:
         queue: deque[int] = deque()
@@ -370,6 +423,8 @@ class RayRunner(Runner):
             else:
                 yield index, RunResult.from_build(build)
         if queue:
+            if any(is_gpu_target(builds[i].candidate.target) for i in queue):
+                self._gpus_wanted = True
             self._join_new_nodes()
         moves: dict[int, int] = {}
         busy: dict[ray.ObjectRef, _Slot] = {}
@@ -437,10 +492,17 @@ class RayRunner(Runner):
     def _wanted(self, build: BuildResult) -> str:
         """What a host must be to measure ``build``'s candidate, and how to start one."""
         target = build.candidate.target
+        gpus = " --num-gpus N" if is_gpu_target(target) else ""
         if self.route_by_target:
             return (
-                f"no live Ray node has resource {host_resource(target)!r}; start one with "
-                f"`tensortune ray-node --address HEAD:PORT --target {target!r}`"
+                f"no live Ray node has resource {host_resource(target)!r}"
+                f"{' and a GPU' if gpus else ''}; start one with "
+                f"`tensortune ray-node --address HEAD:PORT --target {target!r}{gpus}`"
+            )
+        if gpus:
+            return (
+                "no live Ray node has a GPU; start one with "
+                f"`tensortune ray-node --address HEAD:PORT{gpus}`"
             )
         return "every runner node was lost and none joined"
 
@@ -508,7 +570,10 @@ class RayRunner(Runner):
             slot.prepared.add(candidate.reference_key)
             self._submit_measure(slot, task.index, build, busy)
         elif task.phase == "measure":
-            yield task.index, RunResult.from_json(value)
+            result = RunResult.from_json(value)
+            if result.error_kind is ErrorKind.CRASHED:
+                self._renew(slot)  # its measurer says the process is unusable
+            yield task.index, result
         else:
             assert task.failure is not None
             yield task.index, task.failure
@@ -582,11 +647,21 @@ class RayRunner(Runner):
                 slot.alive = False
 
 
-def _new_actor(node_id: str, host: str, measurer: str) -> Any:
-    """A runner actor pinned to ``node_id``, restarted there when it dies."""
+def _new_actor(
+    node_id: str,
+    host: str,
+    measurer: str,
+    *,
+    num_gpus: int = 0,
+    resources: Mapping[str, float] | None = None,
+) -> Any:
+    """A runner actor pinned to ``node_id``, restarted there when it dies, holding
+    ``num_gpus`` GPUs (Ray sets its CUDA_VISIBLE_DEVICES) and ``resources``."""
     return _RunnerActor.options(
         scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
         num_cpus=0,
+        num_gpus=num_gpus,
+        resources=dict(resources or {}),
         max_restarts=-1,
         max_task_retries=0,
         runtime_env={"env_vars": RUNNER_ENV},

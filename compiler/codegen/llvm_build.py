@@ -35,16 +35,22 @@ class CompiledModule:
 def compile_ir(text: str, target: LLVMTarget) -> CompiledModule:
     """Parse, optimize and emit ``text`` for ``target``."""
     tm = target_machine(target)
+    module = parse_verified(text)
+    optimize(module, tm)
+    return CompiledModule(target, tm.emit_object(module), module)
+
+
+def parse_verified(text: str) -> llvm.ModuleRef:
+    """``text`` parsed and verified; CodegenError with the numbered text if invalid."""
     try:
         module = llvm.parse_assembly(text)
         module.verify()
     except RuntimeError as err:
         raise CodegenError(f"generated LLVM IR is invalid: {err}\n{_numbered(text)}") from err
-    _optimize(module, tm)
-    return CompiledModule(target, tm.emit_object(module), module)
+    return module
 
 
-def _optimize(module: llvm.ModuleRef, tm: llvm.TargetMachine) -> None:
+def optimize(module: llvm.ModuleRef, tm: llvm.TargetMachine) -> None:
     """The O3 pipeline. A pass builder and its pass manager serve one run only: a run
     registers callbacks in the builder that point into that run's stack frame."""
     tuning = llvm.create_pipeline_tuning_options(speed_level=3)

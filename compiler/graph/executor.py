@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-import compiler
+from compiler.build import build_llvm
 from compiler.codegen.target import LLVMTarget
 from compiler.graph.fuse import FusedGroup, fuse
 from compiler.graph.ir import Graph, GraphError, TensorType
@@ -128,7 +128,7 @@ class GraphModule:
         database: TuningLookup | None = None,
     ) -> None:
         plan, functions, weights = compile_graph(graph)
-        module = compiler.build(functions, target=target, database=database)
+        module = build_llvm(functions, target=target, database=database)
         self._start(plan, module, weights)
 
     def _start(self, plan: Plan, module: Module, weights: Mapping[str, np.ndarray]) -> None:

@@ -15,6 +15,7 @@ from compiler.ir.function import IRModule, PrimFunc
 from compiler.ir.node import Node
 from compiler.ir.stmt import (
     Allocate,
+    Barrier,
     Block,
     BlockRealize,
     BufferRegion,
@@ -172,6 +173,8 @@ class _Printer:
                 self.stmt(s.else_case, depth + 1)
         elif isinstance(s, Evaluate):
             self.emit(depth, f"T.evaluate({self.expr(s.value)})")
+        elif isinstance(s, Barrier):
+            self.emit(depth, 'T.tvm_storage_sync("shared")')
         elif isinstance(s, Allocate):
             decl = self.buffer_decl(s.buffer, "T.allocate")
             self.emit(depth, f"{self.names(s.buffer)} = {decl}")

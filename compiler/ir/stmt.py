@@ -96,6 +96,13 @@ class Evaluate(Stmt):
 
 
 @dataclass(frozen=True, eq=False, repr=False)
+class Barrier(Stmt):
+    """Every thread of a GPU block waits here until all have arrived, and sees what
+    the others wrote to memory before it (``__syncthreads``). Only GPU lowering
+    makes one, where threads pass data through shared memory."""
+
+
+@dataclass(frozen=True, eq=False, repr=False)
 class Block(Stmt):
     name: str
     iter_vars: tuple[IterVar, ...]

@@ -35,45 +35,52 @@ Ranges = dict[Var, Range]
 
 
 def compact_buffers(func: PrimFunc) -> PrimFunc:
-    return dataclasses.replace(func, body=_visit(func.body, {}))
+    return dataclasses.replace(func, body=_visit(func.body, {}, {}))
 
 
-def _visit(stmt: Stmt, ranges: Ranges) -> Stmt:
+def _visit(stmt: Stmt, ranges: Ranges, threads: Ranges) -> Stmt:
     """Rebuild ``stmt`` with every Allocate in it placed and shrunk; ``ranges`` are
-    the loops around ``stmt``."""
+    the loops around ``stmt``, ``threads`` those of them bound to ``threadIdx``."""
     if isinstance(stmt, Allocate):
-        return _compact(dataclasses.replace(stmt, body=_visit(stmt.body, ranges)), ranges)
+        placed = dataclasses.replace(stmt, body=_visit(stmt.body, ranges, threads))
+        return _compact(placed, ranges, threads)
     if isinstance(stmt, For):
         inner = {**ranges, stmt.loop_var: Range(stmt.min, stmt.extent)}
-        return _replace_body(stmt, _visit(stmt.body, inner))
+        if _is_thread_loop(stmt):
+            threads = {**threads, stmt.loop_var: Range(stmt.min, stmt.extent)}
+        return _replace_body(stmt, _visit(stmt.body, inner, threads))
     if isinstance(stmt, SeqStmt):
-        new = tuple(_visit(s, ranges) for s in stmt.seq)
+        new = tuple(_visit(s, ranges, threads) for s in stmt.seq)
         changed = any(a is not b for a, b in zip(new, stmt.seq, strict=True))
         return SeqStmt(new) if changed else stmt
     if isinstance(stmt, IfThenElse):
-        then_case = _visit(stmt.then_case, ranges)
-        else_case = None if stmt.else_case is None else _visit(stmt.else_case, ranges)
+        then_case = _visit(stmt.then_case, ranges, threads)
+        else_case = None if stmt.else_case is None else _visit(stmt.else_case, ranges, threads)
         if then_case is stmt.then_case and else_case is stmt.else_case:
             return stmt
         return IfThenElse(stmt.condition, then_case, else_case)
     return stmt
 
 
-def _compact(alloc: Allocate, ranges: Ranges) -> Stmt:
+def _is_thread_loop(loop: For) -> bool:
+    return loop.thread_binding is not None and loop.thread_binding.startswith("threadIdx")
+
+
+def _compact(alloc: Allocate, ranges: Ranges, threads: Ranges) -> Stmt:
     """``alloc`` moved into the innermost loop enclosing all accesses, and shrunk."""
     buffer = alloc.buffer
     path = _path_to_innermost_loop(alloc.body, buffer)
     if not path:
-        return _shrunk(buffer, alloc.body, ranges)
+        return _shrunk(buffer, alloc.body, ranges, _relaxed(buffer, [], threads))
     fixed = dict(ranges)
     for node in path:
         if isinstance(node, For):
             fixed[node.loop_var] = Range(node.min, node.extent)
     target = path[-1]
     assert isinstance(target, For)
-    inner = _shrunk(buffer, target.body, fixed)
+    inner = _shrunk(buffer, target.body, fixed, _relaxed(buffer, path, threads))
     if not all(isinstance(d, IntImm) for d in inner.buffer.shape):
-        return _shrunk(buffer, alloc.body, ranges)
+        return _shrunk(buffer, alloc.body, ranges, _relaxed(buffer, [], threads))
     placed: Stmt = _replace_body(target, inner)
     for parent, child in zip(reversed(path[:-1]), reversed(path[1:]), strict=True):
         placed = _replace_child(parent, child, placed)
@@ -113,10 +120,27 @@ def _path_to_innermost_loop(body: Stmt, buffer: Buffer) -> list[Stmt]:
     return path[:best]
 
 
-def _shrunk(buffer: Buffer, scope: Stmt, fixed: Ranges) -> Allocate:
+def _relaxed(buffer: Buffer, path: list[Stmt], threads: Ranges) -> Ranges:
+    """The loops that the region spans although the allocation is inside them: for a
+    buffer in GPU shared memory, those bound to ``threadIdx`` (``threads`` around the
+    allocation, and those on ``path`` down to where it moves), since one copy serves
+    every thread of the block."""
+    if buffer.scope != "shared":
+        return {}
+    on_path = {
+        n.loop_var: Range(n.min, n.extent)
+        for n in path
+        if isinstance(n, For) and _is_thread_loop(n)
+    }
+    return {**threads, **on_path}
+
+
+def _shrunk(buffer: Buffer, scope: Stmt, fixed: Ranges, relaxed: Ranges) -> Allocate:
     """``Allocate`` of ``buffer`` around ``scope``, each dimension cut to the region
-    the accesses in ``scope`` touch while the loops in ``fixed`` stay put."""
-    region = _access_region(scope, buffer)
+    the accesses in ``scope`` touch while the loops in ``fixed`` stay put, except
+    those in ``relaxed``, which the region spans."""
+    fixed = {var: r for var, r in fixed.items() if var not in relaxed}
+    region = _access_region(scope, buffer, relaxed)
     if region is None:
         return Allocate(buffer, scope)
     shape: list[PrimExpr] = []
@@ -147,9 +171,10 @@ def _const_extent(interval: Interval, fixed: Ranges) -> int | None:
     return high
 
 
-def _access_region(scope: Stmt, buffer: Buffer) -> list[Interval] | None:
+def _access_region(scope: Stmt, buffer: Buffer, relaxed: Ranges) -> list[Interval] | None:
     """Per dimension, the union of the bounds of every index of ``buffer`` in
-    ``scope`` over the loops inside ``scope``; None when nothing accesses it."""
+    ``scope`` over the loops inside ``scope`` and the ``relaxed`` ones; None when
+    nothing accesses it."""
     region: list[Interval] | None = None
     outer = _OuterTerms()
 
@@ -177,7 +202,7 @@ def _access_region(scope: Stmt, buffer: Buffer) -> list[Interval] | None:
             else:
                 loads_in(child, inner)
 
-    walk(scope, {})
+    walk(scope, dict(relaxed))
     return None if region is None else [outer.restore(interval) for interval in region]
 
 

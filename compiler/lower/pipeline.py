@@ -16,6 +16,7 @@ from typing import Any, TextIO
 
 from compiler.arith.access_bounds import check_accesses
 from compiler.ir.function import IRModule, PrimFunc
+from compiler.lower.align_storage import align_storage
 from compiler.lower.compact_buffers import compact_buffers
 from compiler.lower.flatten_buffers import flatten_buffers
 from compiler.lower.lower_blocks import lower_blocks
@@ -31,6 +32,7 @@ class Pass:
 PASSES: tuple[Pass, ...] = (
     Pass("lower_blocks", lower_blocks),
     Pass("compact_buffers", compact_buffers),
+    Pass("align_storage", align_storage),
     Pass("simplify", simplify),
     Pass("check_accesses", check_accesses),
     Pass("flatten_buffers", flatten_buffers),

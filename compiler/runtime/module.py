@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from compiler.runtime.blas_pool import check_not_forked, prepare_pool
+from compiler.runtime.function_table import FunctionTable
 from compiler.runtime.profiling import ProfileResult, time_raw
 from compiler.runtime.signature import FuncSignature
 
@@ -37,7 +38,7 @@ class Function:
         return f"<Function {self.name}({params})>"
 
 
-class Module(Mapping[str, Function]):
+class Module(FunctionTable[Function]):
     """The functions of one build (or one loaded shared library), by name.
 
     ``source`` is the compiled LLVM module (None for a loaded library);
@@ -55,39 +56,10 @@ class Module(Mapping[str, Function]):
         library_path: str | None = None,
     ) -> None:
         prepare_pool()
-        self._functions = dict(functions)
+        super().__init__(functions)
         self._source = source
         self.object_code = object_code
         self.library_path = library_path
-
-    def __getitem__(self, name: str) -> Function:
-        try:
-            return self._functions[name]
-        except KeyError:
-            raise KeyError(
-                f"no function {name!r} in this module; it has {sorted(self._functions)}"
-            ) from None
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._functions)
-
-    def __len__(self) -> int:
-        return len(self._functions)
-
-    @property
-    def entry_name(self) -> str:
-        """The function that calling the module runs: "main", or the only one."""
-        if "main" in self._functions:
-            return "main"
-        if len(self._functions) == 1:
-            return next(iter(self._functions))
-        raise KeyError(
-            f"this module has several functions {sorted(self._functions)} and none is "
-            "'main'; call one by name: lib[name](...)"
-        )
-
-    def __call__(self, *arrays: np.ndarray) -> None:
-        self[self.entry_name](*arrays)
 
     def time_evaluator(
         self, name: str, number: int = 10, repeat: int = 1, min_repeat_ms: float = 0

@@ -272,6 +272,13 @@ class Schedule:
         self._set_kind(loop, ForKind.UNROLLED)
 
     @instruction
+    def bind(self, loop: LoopRV, thread_axis: str) -> None:
+        """Run ``loop``'s iterations on a GPU thread axis (``"blockIdx.x"``,
+        ``"threadIdx.y"``, ``"vthread.x"`` ...); see ``primitives.loops.bind``."""
+        target = self._loop(loop)
+        self._install(loop.func_name, P.bind(self._func(loop.func_name), target, thread_axis))
+
+    @instruction
     def annotate(self, block_or_loop: BlockRV | LoopRV, ann_key: str, ann_val: Any) -> None:
         """Store ``ann_key: ann_val`` on a block or loop. A sampled value (ExprRV) is
         stored as its int and recorded as the variable, so a trace replayed with
@@ -348,6 +355,19 @@ class Schedule:
         )
         self._install(block.func_name, func)
         return BlockRV(name, block.func_name)
+
+    @instruction
+    def storage_align(
+        self, block: BlockRV, buffer_index: int, axis: int, factor: int, offset: int
+    ) -> None:
+        """Pad the ``buffer_index``-th buffer ``block`` writes so that the stride of
+        ``axis`` is ``factor * k + offset`` elements (shared-memory bank conflicts);
+        see ``primitives.storage_align``."""
+        target = self._block(block)
+        func = P.storage_align(
+            self._func(block.func_name), target, buffer_index, axis, factor, offset
+        )
+        self._install(block.func_name, func)
 
     @instruction
     def decompose_reduction(self, block: BlockRV, loop: LoopRV) -> BlockRV:

@@ -19,7 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from compiler.codegen.cuda_target import CudaTarget
 from compiler.codegen.target import LLVMTarget, TargetError
+from compiler.codegen.targets import Target, parse_target
 from compiler.ir.function import IRModule, PrimFunc
 from compiler.schedule.errors import ScheduleError
 from compiler.schedule.replay import replayed
@@ -37,16 +39,19 @@ class TuningLookup(Protocol):
         ...
 
 
-def canonical_target(target: str | LLVMTarget) -> str:
+def canonical_target(target: str | Target) -> str:
     """The one spelling of a target that records are stored and looked up under:
     ``"llvm"`` becomes ``"llvm -mcpu=<host cpu> -mattr=<its code-generation
     features>"``, so records made on one CPU are never mistaken for another's."""
-    return str(LLVMTarget.parse(target))
+    return str(parse_target(target))
 
 
-def target_host_kind(target: str | LLVMTarget) -> str:
+def target_host_kind(target: str | Target) -> str:
     """What a target says about the hardware, for people reading the database."""
-    parsed = LLVMTarget.parse(target)
+    parsed = parse_target(target)
+    if isinstance(parsed, CudaTarget):
+        major, minor = parsed.compute_capability
+        return f"NVIDIA GPU, compute capability {major}.{minor}"
     return f"{parsed.cpu}, {parsed.vector_bits}-bit vectors, {parsed.threads} threads"
 
 
@@ -83,11 +88,11 @@ class TuningReport:
 
 
 def apply_best(
-    mod: IRModule, target: str | LLVMTarget, lookup: TuningLookup
+    mod: IRModule, target: str | Target, lookup: TuningLookup
 ) -> tuple[IRModule, TuningReport]:
     """``mod`` with each function that has a stored best trace replaced by that trace
     replayed on it, and the report of what was done for each function."""
-    parsed = LLVMTarget.parse(target)
+    parsed = parse_target(target)
     functions: dict[str, PrimFunc] = {}
     outcomes = []
     for name, func in mod.items():
@@ -97,7 +102,7 @@ def apply_best(
 
 
 def _apply_one(
-    name: str, func: PrimFunc, target: LLVMTarget, lookup: TuningLookup
+    name: str, func: PrimFunc, target: Target, lookup: TuningLookup
 ) -> tuple[PrimFunc, FunctionTuning]:
     key = workload_key(func)
     stored, reason = _stored_target(key, target, lookup)
@@ -112,13 +117,16 @@ def _apply_one(
     return program.func, FunctionTuning(name, key, True, reason)
 
 
-def _stored_target(key: str, target: LLVMTarget, lookup: TuningLookup) -> tuple[str | None, str]:
+def _stored_target(key: str, target: Target, lookup: TuningLookup) -> tuple[str | None, str]:
     """The stored target whose records apply to ``target`` and the report's reason;
-    None and why not when there is none."""
+    None and why not when there is none. A GPU's records apply to its architecture
+    alone; a CPU's to the same CPU with no feature it lacks."""
     canonical = str(target)
     stored = lookup.targets(key)
     if canonical in stored:
         return canonical, "replayed the best stored schedule"
+    if isinstance(target, CudaTarget):
+        return None, "no stored schedule for this target"
     refused = []
     for text in stored:
         try:

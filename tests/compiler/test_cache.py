@@ -151,7 +151,12 @@ def test_cache_read_bad_index_lists_the_inputs(index: int) -> None:
 def test_cache_read_bad_scope_lists_the_scopes() -> None:
     sch = Schedule(matmul(3, 4, 5))
     assert_refused(
-        sch, sch.cache_read, sch.get_block("C"), 0, "shared", match="'shared'.*global, local"
+        sch,
+        sch.cache_read,
+        sch.get_block("C"),
+        0,
+        "texture",
+        match="'texture'.*global, shared, local",
     )
 
 
@@ -273,7 +278,7 @@ def test_cache_write_bad_index_and_scope() -> None:
     sch = Schedule(matmul(3, 4, 5))
     c = sch.get_block("C")
     assert_refused(sch, sch.cache_write, c, 1, "local", match="'C'.*1 buffer.*0 = C")
-    assert_refused(sch, sch.cache_write, c, 0, "texture", match="global, local")
+    assert_refused(sch, sch.cache_write, c, 0, "texture", match="global, shared, local")
 
 
 def test_cache_write_softmax_reductions() -> None:

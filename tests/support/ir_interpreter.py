@@ -41,7 +41,7 @@ from compiler.ir.stmt import (
     Stmt,
 )
 
-__all__ = ["InterpreterError", "random_args", "run_func"]
+__all__ = ["ClosureCompiler", "InterpreterError", "random_args", "run_func"]
 
 Env = dict[Any, Any]
 ExprFn = Callable[[Env], Any]
@@ -78,7 +78,7 @@ def run_func(
         _check_param(param, array, env)
     env[_ARRAYS] = dict(zip(func.params, arrays, strict=True))
     env[_SHAPES] = {param: array.shape for param, array in zip(func.params, arrays, strict=True)}
-    program = _Compiler().stmt(func.body)
+    program = ClosureCompiler().stmt(func.body)
     program(env)
 
 
@@ -100,7 +100,7 @@ def random_args(
         env[var] = by_name[var.name]
     out = []
     for param in func.params:
-        shape = tuple(int(_Compiler().expr(d)(env)) for d in param.shape)
+        shape = tuple(int(ClosureCompiler().expr(d)(env)) for d in param.shape)
         if E.is_float(param.dtype):
             out.append(rng.standard_normal(shape).astype(param.dtype))
         else:
@@ -139,7 +139,7 @@ def _bind_sizes(
 def _check_param(param: Buffer, array: np.ndarray, env: Env) -> None:
     if not isinstance(array, np.ndarray):
         raise TypeError(f"argument for {param.name!r} is {type(array).__name__}, not an ndarray")
-    expected = tuple(int(_Compiler().expr(d)(env)) for d in param.shape)
+    expected = tuple(int(ClosureCompiler().expr(d)(env)) for d in param.shape)
     if array.shape != expected:
         raise ValueError(f"array for {param.name!r} has shape {array.shape}, expected {expected}")
     if array.dtype != np.dtype(_numpy_dtype(param.dtype)):
@@ -292,7 +292,7 @@ def _caster(dtype: str) -> Callable[[Any], Any]:
 # the compiler from IR to closures --------------------------------------------------
 
 
-class _Compiler:
+class ClosureCompiler:
     """Turns IR into closures over an environment: variables by identity, plus the
     arrays and shapes of the buffers that are live, under the keys _ARRAYS and _SHAPES."""
 

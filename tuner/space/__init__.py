@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from compiler.codegen.target import LLVMTarget
+from compiler.codegen.targets import Target, target_kind
 from compiler.ir.function import PrimFunc
 from tuner.space import templates as _templates  # noqa: F401  (registers the templates)
 from tuner.space.base import (
@@ -49,12 +49,12 @@ def create(kind: str, **options: Any) -> Space:
 
 
 def space_for(
-    func: PrimFunc, *, target: str | LLVMTarget = "llvm", template: str | None = None
+    func: PrimFunc, *, target: str | Target = "llvm", template: str | None = None
 ) -> Space:
     """The space to tune ``func`` in: the template named ``template``, else the
-    registered template that fits ``func``, else the space generated from schedule
-    rules (which every workload has)."""
-    if template is None and not templates_for(func):
+    registered template for the target's kind that fits ``func``, else the space
+    generated from schedule rules (which every workload has)."""
+    if template is None and not templates_for(func, target_kind(target)):
         return create("generated", func=func, target=target)
     return create("template", func=func, template=template, target=target)
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from compiler.codegen.target import LLVMTarget
+from compiler.codegen.targets import Target
 from compiler.ir.function import PrimFunc
 from compiler.schedule import Schedule, ScheduleError, Trace
 from compiler.schedule.replay import REPLAYS, ScheduledProgram
@@ -134,7 +134,7 @@ class Space(abc.ABC):
     decisions become a candidate, and how a stored trace reads back."""
 
     func: PrimFunc
-    target: LLVMTarget
+    target: Target
 
     @property
     @abc.abstractmethod

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from compiler.codegen.target import LLVMTarget
+from compiler.codegen.targets import Target
 from compiler.ir.expr import IntImm
 from compiler.schedule import ExprRV, LoopRV, Schedule
 from tuner.space.base import SpaceError
@@ -32,7 +32,7 @@ class KnobsDefined(Exception):
 class _Definitions:
     """The ``define_*`` calls shared by both modes; ``_add`` says what a definition does."""
 
-    def __init__(self, sch: Schedule, target: LLVMTarget) -> None:
+    def __init__(self, sch: Schedule, target: Target) -> None:
         self.sch = sch
         self.target = target
 
@@ -98,7 +98,7 @@ class _Definitions:
 class KnobCollector(_Definitions):
     """The collecting ``cfg``: gathers knob definitions, in order."""
 
-    def __init__(self, sch: Schedule, target: LLVMTarget) -> None:
+    def __init__(self, sch: Schedule, target: Target) -> None:
         super().__init__(sch, target)
         self.knobs: list[Knob] = []
         self.tiles: list[bool] = []
@@ -117,7 +117,7 @@ class ConfigEntity(_Definitions):
     """The applying ``cfg``: one config's choices, recorded in ``sch``'s trace."""
 
     def __init__(
-        self, sch: Schedule, target: LLVMTarget, knobs: Sequence[Knob], choices: Sequence[int]
+        self, sch: Schedule, target: Target, knobs: Sequence[Knob], choices: Sequence[int]
     ) -> None:
         super().__init__(sch, target)
         self._knobs = list(knobs)

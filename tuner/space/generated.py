@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from compiler.codegen.target import LLVMTarget
+from compiler.codegen.targets import Target, parse_target
 from compiler.ir.analysis import find_block_realize
 from compiler.ir.function import PrimFunc
 from compiler.schedule import Schedule, ScheduleError, Trace
@@ -54,11 +54,11 @@ class GeneratedSpace(Space):
     """The schedules the rules generate for ``func`` on ``target``; ``seed`` draws the
     design traces' own decisions."""
 
-    def __init__(self, func: PrimFunc, *, target: str | LLVMTarget = "llvm", seed: int = 0) -> None:
+    def __init__(self, func: PrimFunc, *, target: str | Target = "llvm", seed: int = 0) -> None:
         if not isinstance(func, PrimFunc):
             raise SpaceError(f"a generated space takes a PrimFunc, not {type(func).__name__}")
         self.func = func
-        self.target = LLVMTarget.parse(target)
+        self.target = parse_target(target)
         self.seed = seed
         self._designs = tuple(sch.trace for sch in generate_designs(func, self.target, seed))
         self._sampled = tuple(tuple(sorted(d.decisions)) for d in self._designs)
@@ -171,7 +171,7 @@ class GeneratedSpace(Space):
         return f"GeneratedSpace({self.name!r})"
 
 
-def generate_designs(func: PrimFunc, target: LLVMTarget, seed: int = 0) -> list[Schedule]:
+def generate_designs(func: PrimFunc, target: Target, seed: int = 0) -> list[Schedule]:
     """The design schedules of ``func``: every block rule on every block, consumers
     first, on every schedule so far (at most MAX_DESIGNS), then the root rule."""
     rules = block_rules(target)

@@ -24,6 +24,7 @@ class Template:
     name: str
     func: TemplateFunc
     blocks: tuple[str, ...]
+    target_kind: str = "llvm"
 
     def fits(self, workload: PrimFunc) -> bool:
         """Whether ``workload`` has every block this template schedules."""
@@ -33,14 +34,16 @@ class Template:
 _TEMPLATES: dict[str, Template] = {}
 
 
-def template(name: str, *, blocks: tuple[str, ...]) -> Callable[[TemplateFunc], TemplateFunc]:
+def template(
+    name: str, *, blocks: tuple[str, ...], target_kind: str = "llvm"
+) -> Callable[[TemplateFunc], TemplateFunc]:
     """Register the decorated function as template ``name`` for workloads that have
-    ``blocks``."""
+    ``blocks``, on targets of ``target_kind`` (``"llvm"`` or ``"cuda"``)."""
 
     def register(func: TemplateFunc) -> TemplateFunc:
         if name in _TEMPLATES:
             raise SpaceError(f"template {name!r} is registered twice")
-        _TEMPLATES[name] = Template(name, func, blocks)
+        _TEMPLATES[name] = Template(name, func, blocks, target_kind)
         return func
 
     return register
@@ -56,6 +59,10 @@ def template_names() -> list[str]:
     return sorted(_TEMPLATES)
 
 
-def templates_for(workload: PrimFunc) -> list[Template]:
-    """The registered templates that fit ``workload``, by name."""
-    return [_TEMPLATES[n] for n in template_names() if _TEMPLATES[n].fits(workload)]
+def templates_for(workload: PrimFunc, target_kind: str = "llvm") -> list[Template]:
+    """The registered templates for ``target_kind`` that fit ``workload``, by name."""
+    return [
+        _TEMPLATES[n]
+        for n in template_names()
+        if _TEMPLATES[n].target_kind == target_kind and _TEMPLATES[n].fits(workload)
+    ]

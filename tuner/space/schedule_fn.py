@@ -15,7 +15,7 @@ from __future__ import annotations
 import traceback
 from collections.abc import Callable
 
-from compiler.codegen.target import LLVMTarget
+from compiler.codegen.targets import Target, parse_target
 from compiler.ir.function import PrimFunc
 from compiler.schedule import Schedule, ScheduleError, Trace
 from tuner.space.base import (
@@ -42,14 +42,14 @@ class ScheduleFnSpace(Space):
         func: PrimFunc,
         schedule_fn: ScheduleFn,
         *,
-        target: str | LLVMTarget = "llvm",
+        target: str | Target = "llvm",
         seed: int = 0,
     ) -> None:
         if not callable(schedule_fn):
             raise SpaceError(f"schedule_fn must be a function f(sch), got {schedule_fn!r}")
         self.func = func
         self.schedule_fn = schedule_fn
-        self.target = LLVMTarget.parse(target)
+        self.target = parse_target(target)
         self.seed = seed
         self._design = self._record_design()
         self._sampled = sorted(self._design.decisions)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from functools import cached_property
 from typing import Any
 
-from compiler.codegen.target import LLVMTarget
+from compiler.codegen.targets import Target, parse_target, target_kind
 from compiler.ir.function import PrimFunc
 from compiler.schedule import Schedule, ScheduleError, Trace
 from tuner.space.base import (
@@ -48,11 +48,11 @@ class TemplateSpace(EnumerableSpace):
         func: PrimFunc,
         template: str | Template | None = None,
         *,
-        target: str | LLVMTarget = "llvm",
+        target: str | Target = "llvm",
     ) -> None:
         self.func = func
-        self.template = _resolve(func, template)
-        self.target = LLVMTarget.parse(target)
+        self.target = parse_target(target)
+        self.template = _resolve(func, template, target_kind(self.target))
         collector = self._collect()
         self.knobs: tuple[Knob, ...] = tuple(collector.knobs)
         self._domains = tuple(
@@ -172,12 +172,17 @@ def _domain(knob: Knob, tile: bool) -> Domain:
     return Domain("sample_categorical", tuple(range(len(knob))), candidates)
 
 
-def _resolve(func: PrimFunc, template: str | Template | None) -> Template:
-    if isinstance(template, Template):
-        return template
+def _resolve(func: PrimFunc, template: str | Template | None, kind: str) -> Template:
     if isinstance(template, str):
-        return get_template(template)
-    fitting = templates_for(func)
+        template = get_template(template)
+    if isinstance(template, Template):
+        if template.target_kind != kind:
+            raise SpaceError(
+                f"template {template.name!r} schedules for {template.target_kind} targets, "
+                f"not {kind}; name a {kind} template or leave the template out"
+            )
+        return template
+    fitting = templates_for(func, kind)
     if len(fitting) != 1:
         names = [t.name for t in fitting] or template_names()
         raise SpaceError(

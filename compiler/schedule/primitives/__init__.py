@@ -10,13 +10,24 @@ from compiler.schedule.primitives.compute_location import (
 )
 from compiler.schedule.primitives.inline import compute_inline, reverse_compute_inline
 from compiler.schedule.primitives.layout import transform_layout
-from compiler.schedule.primitives.loops import annotate, fuse, reorder, set_loop_kind, split
+from compiler.schedule.primitives.loops import (
+    THREAD_AXES,
+    annotate,
+    bind,
+    fuse,
+    reorder,
+    set_loop_kind,
+    split,
+)
 from compiler.schedule.primitives.reduction import decompose_reduction
 from compiler.schedule.primitives.rfactor import rfactor
 from compiler.schedule.primitives.sampling import sample_categorical, sample_perfect_tile
+from compiler.schedule.primitives.storage_align import storage_align
 
 __all__ = [
+    "THREAD_AXES",
     "annotate",
+    "bind",
     "block_names",
     "cache_read",
     "cache_write",
@@ -35,5 +46,6 @@ __all__ = [
     "sample_perfect_tile",
     "set_loop_kind",
     "split",
+    "storage_align",
     "transform_layout",
 ]

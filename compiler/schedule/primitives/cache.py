@@ -55,7 +55,7 @@ from compiler.schedule.primitives.dataflow import (
     writes_of,
 )
 
-STORAGE_SCOPES = ("global", "local")
+STORAGE_SCOPES = ("global", "shared", "local")
 
 
 def cache_read(

@@ -330,11 +330,14 @@ class _Move:
         self, realizes: Sequence[BlockRealize], buffer: Buffer, reads: bool
     ) -> list[Interval]:
         """The part of ``buffer`` that ``realizes`` read (or write) in one iteration of
-        the loop, per dimension."""
+        the loop, per dimension; for a shared-memory buffer, in one iteration of the
+        loop for all threads (``thread_ranges``)."""
         result: list[Interval] | None = None
+        relaxed = self.thread_ranges() if buffer.scope == "shared" else {}
         for realize in realizes:
+            ranges = {**relaxed, **self.inner_ranges(realize)}
             for indices in self.accesses(realize, buffer, reads):
-                dims = [bound(i, self.inner_ranges(realize)) for i in indices]
+                dims = [bound(i, ranges) for i in indices]
                 result = (
                     dims
                     if result is None
@@ -358,6 +361,18 @@ class _Move:
 
     def inner_ranges(self, realize: BlockRealize) -> dict[Var, Range]:
         return self.tree.loop_ranges_below(self.loop, realize)
+
+    def thread_ranges(self) -> dict[Var, Range]:
+        """Ranges of the loops at and around the loop bound to ``threadIdx``: a buffer
+        in shared memory serves every thread of a GPU block, so the part one iteration
+        needs is what all the block's threads need (as in TVM, the threads of a block
+        then fetch it together)."""
+        chain = [n for n in self.tree.path(self.loop) if isinstance(n, For)] + [self.loop]
+        return {
+            f.loop_var: Range(f.min, f.extent)
+            for f in chain
+            if f.thread_binding is not None and f.thread_binding.startswith("threadIdx")
+        }
 
     def fixed_ranges(self) -> dict[Var, Range]:
         """Ranges of the loop and the loops around it: fixed in one iteration."""

@@ -45,7 +45,7 @@ Box = list[tuple[int, int]]
 
 def check_concurrent(func: PrimFunc, loop: For, verb: str) -> None:
     """Raise ScheduleError unless ``loop``'s iterations may run at the same time;
-    ``verb`` ("parallelize", "vectorize") words the message."""
+    ``verb`` ("parallelize", "vectorize", "bind") words the message."""
     outer = _outer_values(func, loop)
 
     def walk(node: Node, tainted: frozenset[int], inner: tuple[For, ...]) -> None:

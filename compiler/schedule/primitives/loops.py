@@ -311,6 +311,42 @@ def set_loop_kind(func: PrimFunc, loop: For, kind: ForKind) -> PrimFunc:
     return replace_node(func, loop, dataclasses.replace(loop, kind=kind))
 
 
+# The GPU thread axes a loop may be bound to. A virtual thread (``vthread``) is a loop
+# whose iterations a GPU kernel interleaves within one thread: it strides a thread's
+# work across the tile so neighbouring threads touch neighbouring elements.
+THREAD_AXES = tuple(
+    f"{kind}.{dim}" for kind in ("blockIdx", "threadIdx", "vthread") for dim in "xyz"
+)
+
+
+def bind(func: PrimFunc, loop: For, thread_axis: str) -> PrimFunc:
+    """Bind ``loop`` to a GPU thread axis: its iterations run on the blocks or threads
+    of that axis at the same time, so they follow the rules of a parallel loop
+    (``concurrency.check_concurrent``). The extent must be a constant: it becomes a
+    launch dimension."""
+    name = loop.loop_var.name
+    if thread_axis not in THREAD_AXES:
+        raise ScheduleError(
+            f"bind of loop {name!r}: {thread_axis!r} is not a thread axis; use one of "
+            f"{', '.join(THREAD_AXES)}"
+        )
+    if loop.kind is not ForKind.SERIAL:
+        bound = f" to {loop.thread_binding}" if loop.thread_binding else ""
+        raise ScheduleError(
+            f"bind of loop {name!r} to {thread_axis}: only serial loops bind; it is "
+            f"{loop.kind.value}{bound}"
+        )
+    extent = const_int(loop.extent)
+    if extent is None or extent < 1:
+        raise ScheduleError(
+            f"bind of loop {name!r} to {thread_axis}: its extent {loop.extent} is not a "
+            "positive constant; split it by a constant factor and bind the inner loop"
+        )
+    check_concurrent(func, loop, "bind")
+    bound_loop = dataclasses.replace(loop, kind=ForKind.THREAD_BINDING, thread_binding=thread_axis)
+    return replace_node(func, loop, bound_loop)
+
+
 def annotate(func: PrimFunc, node: Block | For, key: str, value: Any) -> PrimFunc:
     """Store ``key: value`` in the annotations of a block or loop. The value must be
     JSON data (int, float, str, bool, or lists of them) so traces can carry it."""

@@ -1,11 +1,18 @@
 """Schedule rules: what a generated space does to each block (``base.ScheduleRule``),
-one module per rule, and the rules a CPU space applies, in order."""
+one module per rule, and the rules a CPU or a GPU space applies, in order."""
 
 from __future__ import annotations
 
+from compiler.codegen.cuda_target import CudaTarget
 from compiler.codegen.target import LLVMTarget
+from compiler.codegen.targets import Target
+from tuner.space.rules.auto_bind import AutoBind
 from tuner.space.rules.auto_inline import AutoInline
 from tuner.space.rules.base import ScheduleRule
+from tuner.space.rules.chain import Chain
+from tuner.space.rules.cross_thread_reduction import CrossThreadReduction
+from tuner.space.rules.gpu_multi_level_tiling import GPUMultiLevelTiling
+from tuner.space.rules.gpu_unroll import AutoUnroll
 from tuner.space.rules.multi_level_tiling import MultiLevelTiling
 from tuner.space.rules.parallel_vectorize_unroll import ParallelVectorizeUnroll
 from tuner.space.rules.random_compute_location import RandomComputeLocation
@@ -16,8 +23,12 @@ from tuner.space.rules.rfactor import AddRFactor
 MAX_JOBS_PER_CORE = 16
 
 
-def block_rules(target: LLVMTarget) -> list[ScheduleRule]:
-    """The rules applied to every block, in order (MetaSchedule's CPU order)."""
+def block_rules(target: Target) -> list[ScheduleRule]:
+    """The rules applied to every block, in order (MetaSchedule's CPU order; on a GPU
+    its CUDA rules but AutoBind, which ``root_rule`` applies once they all ran)."""
+    if isinstance(target, CudaTarget):
+        max_threads = target.capabilities.max_threads_per_block
+        return [AutoInline(), CrossThreadReduction(max_threads), GPUMultiLevelTiling()]
     return [
         AutoInline(),
         AddRFactor(max_spatial=MAX_JOBS_PER_CORE * target.threads),
@@ -26,14 +37,22 @@ def block_rules(target: LLVMTarget) -> list[ScheduleRule]:
     ]
 
 
-def root_rule(target: LLVMTarget) -> ScheduleRule:
+def root_rule(target: Target) -> ScheduleRule:
     """The rule applied once to the root block, after every block."""
+    if isinstance(target, CudaTarget):
+        return Chain([AutoBind(target.capabilities.max_threads_per_block), AutoUnroll()])
+    assert isinstance(target, LLVMTarget), "a target is a CPU or a CUDA target"
     return ParallelVectorizeUnroll(threads=target.threads)
 
 
 __all__ = [
     "AddRFactor",
+    "AutoBind",
     "AutoInline",
+    "AutoUnroll",
+    "Chain",
+    "CrossThreadReduction",
+    "GPUMultiLevelTiling",
     "MultiLevelTiling",
     "ParallelVectorizeUnroll",
     "RandomComputeLocation",

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+from compiler.codegen.target import LLVMTarget
 from compiler.ir.expr import IntImm
 from compiler.schedule import BlockRV, LoopRV, Schedule
 from tuner.space.base import SpaceError
+from tuner.space.config import ConfigEntity
 
 # The micro-kernel's rows: with a panel of two vectors this many rows keep their
 # accumulators in the 16 vector registers of AVX2.
 MAX_KERNEL_ROWS = 8
 # The widest vectorized panel, in vector registers.
 MAX_PANEL_VECTORS = 8
+
+
+def cpu_target(cfg: ConfigEntity) -> LLVMTarget:
+    """The CPU a CPU template schedules for (the registry gives it only CPU targets)."""
+    target = cfg.target
+    assert isinstance(target, LLVMTarget), f"a CPU template got the target {target}"
+    return target
 
 
 def extent(sch: Schedule, loop: LoopRV) -> int:

@@ -27,6 +27,7 @@ from tuner.space.templates.common import (
     PARALLEL_GRAINS,
     blocks_after,
     blocks_named,
+    cpu_target,
     extent,
     kernel_tiles,
     parallelize,
@@ -47,7 +48,7 @@ def conv2d_nchw_x86(cfg: ConfigEntity, sch: Schedule) -> None:
     pads = blocks_named(sch, "PadInput")
     epilogues = blocks_after(sch, block)
     n, o, y, x, rc, ry, rx = sch.get_loops(block)
-    lanes = cfg.target.vector_bits // 32
+    lanes = cpu_target(cfg).vector_bits // 32
 
     cfg.define_split(
         "tile_o", o, num_outputs=3, policy="candidate", candidate=kernel_tiles(extent(sch, o))
@@ -82,7 +83,7 @@ def conv2d_nchw_x86(cfg: ConfigEntity, sch: Schedule) -> None:
     _accumulate(sch, block, epilogues, outer[-1], reduction[0])
     sch.unroll(o2)
     sch.vectorize(xv)
-    parallelize(sch, [n, *outer], cfg["parallel"].val, cfg.target.threads)
+    parallelize(sch, [n, *outer], cfg["parallel"].val, cpu_target(cfg).threads)
 
 
 @template("depthwise_conv2d_nchw.x86", blocks=("depthwise_conv2d_nchw",))
@@ -90,7 +91,7 @@ def depthwise_conv2d_nchw_x86(cfg: ConfigEntity, sch: Schedule) -> None:
     block = sch.get_block("depthwise_conv2d_nchw")
     pads = blocks_named(sch, "PadInput")
     n, c, y, x, ry, rx = sch.get_loops(block)
-    lanes = cfg.target.vector_bits // 32
+    lanes = cpu_target(cfg).vector_bits // 32
 
     cfg.define_split("tile_c", c, num_outputs=2, policy="factors", max_factor=8)
     cfg.define_split("tile_y", y, num_outputs=2, policy="factors", max_factor=8)
@@ -118,7 +119,7 @@ def depthwise_conv2d_nchw_x86(cfg: ConfigEntity, sch: Schedule) -> None:
         sch.unroll(ry)
         sch.unroll(rx)
     sch.vectorize(xv)
-    parallelize(sch, [n, *outer], cfg["parallel"].val, cfg.target.threads)
+    parallelize(sch, [n, *outer], cfg["parallel"].val, cpu_target(cfg).threads)
 
 
 def _place_padding(sch: Schedule, pads: list[BlockRV], where: str) -> None:

@@ -28,6 +28,7 @@ from tuner.space.registry import template
 from tuner.space.templates.common import (
     PARALLEL_GRAINS,
     blocks_after,
+    cpu_target,
     extent,
     kernel_tiles,
     parallelize,
@@ -64,7 +65,7 @@ def gemm_template(cfg: ConfigEntity, sch: Schedule, block_name: str, *, batch: b
     b = loops[0] if batch else None
     i, j, k = loops[-3:]
     extents = [extent(sch, loop) for loop in (i, j, k)]
-    lanes = cfg.target.vector_bits // 32
+    lanes = cpu_target(cfg).vector_bits // 32
 
     cfg.define_split(
         "tile_i", i, num_outputs=3, policy="candidate", candidate=kernel_tiles(extents[0])
@@ -107,4 +108,4 @@ def gemm_template(cfg: ConfigEntity, sch: Schedule, block_name: str, *, batch: b
     sch.unroll(i2)
     sch.vectorize(jv)
     leading = [*([b] if b is not None else []), *spatial_outer]
-    parallelize(sch, leading, cfg["parallel"].val, cfg.target.threads)
+    parallelize(sch, leading, cfg["parallel"].val, cpu_target(cfg).threads)

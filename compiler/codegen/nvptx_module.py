@@ -1,0 +1,175 @@
+"""GPU kernels to textual LLVM IR for the NVPTX back end.
+
+Each kernel becomes ``define ptx_kernel void @symbol(ptr addrspace(1) ...)``, one
+global pointer per buffer it takes. Inside, every buffer is addressed through a
+generic pointer (LLVM's address-space inference turns the loads and stores back
+into global, shared or local ones), so the CPU emitter's expressions and loops
+serve unchanged. What differs is here:
+
+- a loop bound to ``blockIdx``/``threadIdx`` reads the block or thread index
+  (``llvm.nvvm.read.ptx.sreg.*``) instead of looping; one shorter than the
+  block's size on its axis runs under ``if index < extent``;
+- a virtual-thread or vectorized loop is unrolled (the GPU vectorizes loads and
+  stores of neighbouring elements, not loops); a parallel loop is serial;
+- a shared buffer is a module global in address space 3, a local one a stack
+  slot (registers after optimization); a barrier is ``llvm.nvvm.barrier0``;
+- math is written out or mapped to PTX's own instructions: there is no libm.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from compiler.codegen.llvm_context import ModuleContext
+from compiler.codegen.llvm_expr import FLOAT_FLAGS
+from compiler.codegen.llvm_fastmath import emit_fast_expf
+from compiler.codegen.llvm_stmt import FunctionEmitter, _const, _hint
+from compiler.codegen.llvm_types import INDEX_TYPE, CodegenError, byte_size, float_literal
+from compiler.ir.stmt import Allocate, Barrier, For, ForKind, IfThenElse, Stmt
+from compiler.lower.gpu_kernels import AXES, Kernel
+
+NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
+SHARED_ALIGN = 16
+LOCAL_LIMIT_BYTES = 64 * 1024
+_LN2 = math.log(2.0)
+
+
+def emit_kernels(kernels: Sequence[tuple[str, Kernel]], data_layout: str) -> str:
+    """Textual LLVM IR of ``kernels``, each given with its symbol."""
+    module = ModuleContext(num_threads=1)
+    shared_globals: list[str] = []
+    for symbol, _ in kernels:
+        module.symbol(symbol)
+    for symbol, kernel in kernels:
+        emitter = KernelEmitter(module, symbol, kernel, shared_globals)
+        module.functions.append(emitter.emit_kernel())
+    header = [f'target triple = "{NVPTX_TRIPLE}"', f'target datalayout = "{data_layout}"']
+    return module.text(header, shared_globals)
+
+
+class KernelEmitter(FunctionEmitter):
+    def __init__(
+        self, module: ModuleContext, name: str, kernel: Kernel, shared_globals: list[str]
+    ) -> None:
+        super().__init__(module, name, in_parallel=True)
+        self.kernel = kernel
+        self.shared_globals = shared_globals
+        self.local_bytes = 0
+
+    def emit_kernel(self) -> str:
+        params = []
+        for k, buffer in enumerate(self.kernel.buffers):
+            align = byte_size(buffer.dtype)
+            params.append(f"ptr addrspace(1) noalias align {align} %param{k}")
+            self.buffers[id(buffer)] = self.assign(
+                f"addrspacecast ptr addrspace(1) %param{k} to ptr", _hint(buffer)
+            )
+        self.stmt(self.kernel.body)
+        return self.finish(f"ptx_kernel void @{self.name}({', '.join(params)})")
+
+    def stmt(self, s: Stmt) -> None:
+        if isinstance(s, Barrier):
+            barrier = self.module.declare("llvm.nvvm.barrier0", "void ()")
+            self.emit(f"call void {barrier}()")
+        else:
+            super().stmt(s)
+
+    # loops --------------------------------------------------------------------
+
+    def _for(self, loop: For) -> None:
+        axis = loop.thread_binding or ""
+        if loop.kind is ForKind.THREAD_BINDING and axis.startswith(("blockIdx", "threadIdx")):
+            self._bound_loop(loop, axis)
+            return
+        if loop.kind in (ForKind.THREAD_BINDING, ForKind.VECTORIZED):
+            loop = For(loop.loop_var, loop.min, loop.extent, ForKind.UNROLLED, loop.body)
+        elif loop.kind is ForKind.PARALLEL:
+            loop = For(loop.loop_var, loop.min, loop.extent, ForKind.SERIAL, loop.body)
+        super()._for(loop)
+
+    def _bound_loop(self, loop: For, axis: str) -> None:
+        kind, _, dim = axis.partition(".")
+        register = "ctaid" if kind == "blockIdx" else "tid"
+        reader = self.module.declare(f"llvm.nvvm.read.ptx.sreg.{register}.{dim}", "i32 ()")
+        index = self.assign(f"call i32 {reader}()", _hint(loop.loop_var))
+        index = self.assign(f"zext i32 {index} to {INDEX_TYPE}")
+        start = self.typed(loop.min, "int64", index=True)
+        if start != "0":
+            index = self.assign(f"add nsw {INDEX_TYPE} {index}, {start}")
+        self.vars[id(loop.loop_var)] = index
+        launched = (self.kernel.grid if kind == "blockIdx" else self.kernel.block)[AXES.index(dim)]
+        if _const(loop.extent) == launched:
+            self.stmt(loop.body)
+        else:
+            guard = loop.loop_var - loop.min < loop.extent
+            self._if(IfThenElse(guard, loop.body))
+        del self.vars[id(loop.loop_var)]
+
+    # storage ------------------------------------------------------------------
+
+    def _allocate(self, s: Allocate) -> None:
+        buffer = s.buffer
+        sizes = [_const(d) for d in buffer.shape]
+        if any(size is None for size in sizes):
+            raise CodegenError(f"buffer {buffer.name!r} in a GPU kernel has a symbolic shape")
+        nbytes = max(math.prod(size for size in sizes if size is not None), 1)
+        nbytes *= byte_size(buffer.dtype)
+        if buffer.scope == "shared":
+            symbol = self.module.symbol(f"{self.name}_{buffer.name}")
+            self.shared_globals.append(
+                f"@{symbol} = internal addrspace(3) global [{nbytes} x i8] undef, "
+                f"align {SHARED_ALIGN}"
+            )
+            pointer = self.assign(f"addrspacecast ptr addrspace(3) @{symbol} to ptr", _hint(buffer))
+        else:
+            self.local_bytes += nbytes
+            if self.local_bytes > LOCAL_LIMIT_BYTES:
+                raise CodegenError(
+                    f"the kernel's local buffers take {self.local_bytes} bytes per thread, "
+                    f"more than {LOCAL_LIMIT_BYTES}; use smaller tiles"
+                )
+            pointer = self.fresh(_hint(buffer))
+            align = max(byte_size(buffer.dtype), 4)
+            self.allocas.append(f"  {pointer} = alloca [{nbytes} x i8], align {align}")
+        self._with_buffer(buffer, pointer, s.body)
+
+    # math ---------------------------------------------------------------------
+
+    def exp(self, ty: str, x: str) -> str:
+        if ty != "float":
+            raise CodegenError(f"exp of {ty} has no GPU code yet; compute it in float32")
+        return emit_fast_expf(self.assign, x, FLOAT_FLAGS)
+
+    def call_llvm_math(self, name: str, ty: str, args: list[str]) -> str:
+        if name in ("sqrt", "fabs", "floor", "ceil"):
+            return super().call_llvm_math(name, ty, args)
+        if ty != "float":
+            raise CodegenError(f"{name} of {ty} has no GPU code yet; compute it in float32")
+        if name == "log":
+            return self._log(args[0])
+        if name == "pow":
+            product = self.assign(f"fmul {FLOAT_FLAGS} float {args[1]}, {self._log(args[0])}")
+            return self.exp(ty, product)
+        if name == "tanh":
+            return self._tanh(args[0])
+        raise CodegenError(f"math function {name} has no GPU code")
+
+    def _log(self, x: str) -> str:
+        """ln(x) = log2(x) * ln 2, log2 by PTX's ``lg2.approx`` (2**-22 from exact)."""
+        lg2 = self.module.declare("llvm.nvvm.lg2.approx.f", "float (float)")
+        log2 = self.assign(f"call float {lg2}(float {x})")
+        return self.assign(f"fmul {FLOAT_FLAGS} float {log2}, {float_literal(_LN2, 'float32')}")
+
+    def _tanh(self, x: str) -> str:
+        """tanh(x) = sign(x) (1 - e) / (1 + e) with e = exp(-2|x|), which neither
+        overflows nor loses small results (PTX's tanh.approx is 2**-11 from exact)."""
+        fabs = super().call_llvm_math("fabs", "float", [x])
+        scaled = self.assign(f"fmul {FLOAT_FLAGS} float {fabs}, -2.0")
+        e = self.exp("float", scaled)
+        one = float_literal(1.0, "float32")
+        numerator = self.assign(f"fsub {FLOAT_FLAGS} float {one}, {e}")
+        denominator = self.assign(f"fadd {FLOAT_FLAGS} float {one}, {e}")
+        magnitude = self.assign(f"fdiv {FLOAT_FLAGS} float {numerator}, {denominator}")
+        copysign = self.module.declare("llvm.copysign.f32", "float (float, float)")
+        return self.assign(f"call float {copysign}(float {magnitude}, float {x})")

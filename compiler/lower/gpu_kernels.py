@@ -1,0 +1,264 @@
+"""A lowered function as GPU kernels: what each one launches, what memory it uses,
+and whether it fits the target.
+
+Each top-level loop nest of the lowered body is one kernel, launched in order.
+Its outermost loops bound to ``blockIdx`` give the grid; the loops bound to
+``threadIdx`` anywhere in it give the block (per axis, the longest of them; a
+shorter one runs on the first threads only). A kernel without bound loops runs
+on one thread. Buffers the function allocates at the top, between kernels, live
+in global memory as *workspace*. A buffer allocated inside a kernel is
+
+- ``shared`` (one per block) when its scope says so, or when it is a global
+  intermediate that threads share (a thread-bound loop lies between its
+  allocation and an access);
+- ``local`` (one per thread) otherwise; a buffer declared local but shared by
+  the threads of a loop is refused, since each thread would see only its own.
+
+Then barriers go in (``gpu_sync``) and the limits of the target are checked:
+threads per block and per axis, grid size, shared memory per block. Each refusal
+is a ScheduleError naming the limit, so a tuner records the candidate as invalid.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from compiler.codegen.cuda_target import GPUCapabilities
+from compiler.codegen.llvm_types import byte_size
+from compiler.ir.analysis import replace_buffer
+from compiler.ir.buffer import Buffer
+from compiler.ir.expr import BufferLoad, IntImm
+from compiler.ir.function import PrimFunc
+from compiler.ir.node import Node, children, transform_pre, visit
+from compiler.ir.stmt import Allocate, BufferStore, For, SeqStmt, Stmt
+from compiler.lower.gpu_bindings import verify_thread_bindings
+from compiler.lower.gpu_sync import insert_barriers
+from compiler.lower.pipeline import lower_func
+from compiler.schedule.errors import ScheduleError
+
+AXES = ("x", "y", "z")
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One kernel: its body (barriers in, loops still marked with their axes), launch
+    shape, the global buffers it takes (parameters, then workspace) and its shared
+    memory in bytes."""
+
+    body: Stmt
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    buffers: tuple[Buffer, ...]
+    shared_bytes: int
+
+
+@dataclass(frozen=True)
+class GPUProgram:
+    params: tuple[Buffer, ...]
+    workspace: tuple[Buffer, ...]
+    kernels: tuple[Kernel, ...]
+
+
+def lower_gpu(func: PrimFunc, name: str, capabilities: GPUCapabilities) -> GPUProgram:
+    """Check ``func``'s thread bindings, lower it and split it into kernels that fit
+    ``capabilities``; ``name`` words the messages."""
+    if func.size_vars:
+        raise ScheduleError(
+            f"function {name!r} has symbolic sizes {[v.name for v in func.size_vars]}; GPU "
+            "kernels are built for fixed shapes: give the workload concrete sizes"
+        )
+    verify_thread_bindings(func)
+    lowered = lower_func(func)
+    workspace: list[Buffer] = []
+    nests: list[Stmt] = []
+    _collect(lowered.body, workspace, nests)
+    global_buffers = (*func.params, *workspace)
+    kernels = tuple(_kernel(nest, global_buffers, capabilities) for nest in nests)
+    return GPUProgram(tuple(func.params), tuple(workspace), kernels)
+
+
+def _collect(stmt: Stmt, workspace: list[Buffer], nests: list[Stmt]) -> None:
+    """Split the top of the body into workspace allocations and kernel nests."""
+    if isinstance(stmt, SeqStmt):
+        for child in stmt.seq:
+            _collect(child, workspace, nests)
+    elif isinstance(stmt, Allocate) and stmt.buffer.scope == "global":
+        if not all(isinstance(d, IntImm) for d in stmt.buffer.shape):
+            raise ScheduleError(f"buffer {stmt.buffer.name!r} has a symbolic shape")
+        workspace.append(stmt.buffer)
+        _collect(stmt.body, workspace, nests)
+    elif isinstance(stmt, Allocate) and isinstance(stmt.body, SeqStmt):
+        raise ScheduleError(
+            f"{stmt.buffer.scope} buffer {stmt.buffer.name!r} is used by several kernels (the "
+            "top-level loop nests); compute it at a loop of the nest that uses it, or keep it "
+            "in global memory"
+        )
+    else:
+        nests.append(stmt)
+
+
+def _kernel(nest: Stmt, global_buffers: tuple[Buffer, ...], caps: GPUCapabilities) -> Kernel:
+    grid = [1, 1, 1]
+    body = nest
+    while isinstance(body, For) and (body.thread_binding or "").startswith("blockIdx"):
+        grid[AXES.index(body.thread_binding[-1])] = _extent(body)  # type: ignore[index]
+        body = body.body
+    _refuse_inner_block_loops(body)
+    block = [1, 1, 1]
+    for loop in _thread_loops(nest):
+        axis = AXES.index(loop.thread_binding[-1])  # type: ignore[index]
+        block[axis] = max(block[axis], _extent(loop))
+    _check_launch(grid, block, caps)
+    nest = _place_allocations(nest)
+    shared = _shared_bytes(nest)
+    if shared > caps.max_shared_bytes_per_block:
+        raise ScheduleError(
+            f"the kernel needs {shared} bytes of shared memory per block, more than the "
+            f"target's {caps.max_shared_bytes_per_block}; use smaller tiles"
+        )
+    dims = {f"threadIdx.{a}": block[k] for k, a in enumerate(AXES)}
+    nest = insert_barriers(nest, dims)
+    used = _global_accesses(nest)
+    buffers = tuple(b for b in global_buffers if id(b) in used)
+    return Kernel(
+        nest, (grid[0], grid[1], grid[2]), (block[0], block[1], block[2]), buffers, shared
+    )
+
+
+def _extent(loop: For) -> int:
+    if not isinstance(loop.extent, IntImm):
+        raise ScheduleError(
+            f"loop {loop.loop_var.name!r} bound to {loop.thread_binding} has the symbolic "
+            f"extent {loop.extent}"
+        )
+    return loop.extent.value
+
+
+def _refuse_inner_block_loops(body: Stmt) -> None:
+    def look(n: Node) -> None:
+        if isinstance(n, For) and (n.thread_binding or "").startswith("blockIdx"):
+            raise ScheduleError(
+                f"loop {n.loop_var.name!r} is bound to {n.thread_binding} but is not among the "
+                "outermost loops of its kernel; reorder it outside every other loop"
+            )
+
+    visit(body, look)
+
+
+def _thread_loops(nest: Stmt) -> list[For]:
+    found: list[For] = []
+
+    def look(n: Node) -> None:
+        if isinstance(n, For) and (n.thread_binding or "").startswith("threadIdx"):
+            found.append(n)
+
+    visit(nest, look)
+    return found
+
+
+def _check_launch(grid: list[int], block: list[int], caps: GPUCapabilities) -> None:
+    threads = math.prod(block)
+    if threads > caps.max_threads_per_block:
+        raise ScheduleError(
+            f"the kernel runs {threads} threads per block ({' x '.join(map(str, block))}), "
+            f"more than the target's {caps.max_threads_per_block}; bind fewer iterations "
+            "to threadIdx"
+        )
+    for axis, size, limit in zip(AXES, block, caps.max_block_dims, strict=True):
+        if size > limit:
+            raise ScheduleError(
+                f"threadIdx.{axis} has {size} threads, more than the target's {limit} for that axis"
+            )
+    for axis, size, limit in zip(AXES, grid, caps.max_grid_dims, strict=True):
+        if size > limit:
+            raise ScheduleError(
+                f"blockIdx.{axis} has {size} blocks, more than the target's {limit} for that axis"
+            )
+
+
+def _place_allocations(nest: Stmt) -> Stmt:
+    """Give every buffer allocated in the kernel the memory its use needs."""
+    allocations: list[tuple[Allocate, bool]] = []
+
+    def look(n: Node) -> None:
+        if isinstance(n, Allocate):
+            allocations.append((n, _thread_loop_between(n.body, n.buffer)))
+
+    visit(nest, look)
+    for alloc, crossing in allocations:
+        buffer = alloc.buffer
+        if not all(isinstance(d, IntImm) for d in buffer.shape):
+            raise ScheduleError(
+                f"buffer {buffer.name!r} inside a kernel has the symbolic shape "
+                f"{list(buffer.shape)}; a kernel's buffers need constant sizes"
+            )
+        if buffer.scope == "local" and crossing:
+            raise ScheduleError(
+                f"local buffer {buffer.name!r} is shared by the threads of a loop bound to "
+                "threadIdx, but each thread has its own copy; compute it under that loop or "
+                "make it shared"
+            )
+        if buffer.scope == "global":
+            scope = "shared" if crossing else "local"
+            nest = _rescope(nest, alloc, Buffer(buffer.name, buffer.shape, buffer.dtype, scope))
+    return nest
+
+
+def _rescope(nest: Stmt, alloc: Allocate, placed: Buffer) -> Stmt:
+    """``nest`` with ``alloc`` and every access of its buffer moved to ``placed``."""
+
+    def swap(n: Node) -> Node | None:
+        if n is alloc:
+            return Allocate(placed, replace_buffer(alloc.body, alloc.buffer, placed))
+        return None
+
+    return transform_pre(nest, swap)
+
+
+def _thread_loop_between(body: Stmt, buffer: Buffer) -> bool:
+    """Whether a loop bound to threadIdx encloses some access of ``buffer`` in ``body``."""
+    found = False
+
+    def walk(n: Node, under_thread: bool) -> None:
+        nonlocal found
+        if found:
+            return
+        if isinstance(n, (BufferLoad, BufferStore)) and n.buffer is buffer and under_thread:
+            found = True
+            return
+        if isinstance(n, For) and (n.thread_binding or "").startswith("threadIdx"):
+            under_thread = True
+        for child in children(n):
+            walk(child, under_thread)
+
+    walk(body, False)
+    return found
+
+
+def _shared_bytes(nest: Stmt) -> int:
+    total = 0
+
+    def look(n: Node) -> None:
+        nonlocal total
+        if isinstance(n, Allocate) and n.buffer.scope == "shared":
+            total += _nbytes(n.buffer)
+
+    visit(nest, look)
+    return total
+
+
+def _nbytes(buffer: Buffer) -> int:
+    count = math.prod(d.value for d in buffer.shape if isinstance(d, IntImm))
+    return count * byte_size(buffer.dtype)
+
+
+def _global_accesses(nest: Stmt) -> set[int]:
+    used: set[int] = set()
+
+    def look(n: Node) -> None:
+        if isinstance(n, (BufferLoad, BufferStore)) and n.buffer.scope == "global":
+            used.add(id(n.buffer))
+
+    visit(nest, look)
+    return used
