@@ -180,6 +180,7 @@ def tune(
             f"{space.name} is a space of workload {space.workload_key[:12]}, not of the "
             f"task's {task.workload_key[:12]}; build the space on the task's func"
         )
+    workers.runner.check_target(task.target)
     database.commit_workload(task.func, name=task.name, flop_count=task.flop_count)
     stored = list(_stored_records(database, task))
     loop = _Loop(task, database, workers, progress, should_stop, job_id)

@@ -363,6 +363,13 @@ class Runner(abc.ABC):
         """One result per build, in the builds' order."""
         return _in_order(self.stream(builds), len(builds))
 
+    def check_target(self, target: str) -> None:
+        """Raise WorkersError when this runner can never measure ``target`` (a GPU
+        target on a host without that GPU), before a search fills the database with
+        records of the host's failure rather than the candidates'. By default any
+        target can be measured: where no host of its kind is alive yet, one may join."""
+        return None
+
     @abc.abstractmethod
     def close(self) -> None:
         """Release processes or actors; the runner is not used after this."""

@@ -32,6 +32,7 @@ from workers.base import (
     Runner,
     RunResult,
     Workers,
+    WorkersError,
     load_hook,
 )
 from workers.hosts import is_gpu_target
@@ -194,6 +195,27 @@ class LocalRunner(Runner):
         if result.error_kind is ErrorKind.CRASHED:
             worker.replace()
         return result
+
+    def check_target(self, target: str) -> None:
+        """A cuda target needs its GPU architecture on this host (device 0 of those
+        ``CUDA_VISIBLE_DEVICES`` leaves visible)."""
+        if not is_gpu_target(target):
+            return
+        from compiler.codegen.cuda_target import CudaTarget
+        from compiler.runtime import cuda_driver
+
+        wanted = CudaTarget.parse(target).arch
+        reason = cuda_driver.cuda_available()
+        if reason is None:
+            found = cuda_driver.device_arch(0)
+            if found == wanted:
+                return
+            reason = f"its GPU is {found}"
+        raise WorkersError(
+            f"the local workers cannot measure for {target!r}: {reason.rstrip('.')}; tune on "
+            f"a host with an {wanted} GPU, or with --workers ray on a cluster with one "
+            f"(tensortune ray-node --target 'cuda -arch={wanted}' --num-gpus 1)"
+        )
 
     def _worker_for(self, candidate: Candidate) -> WorkerProcess:
         if not is_gpu_target(candidate.target):

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from compiler.arith.const_interval import const_interval
-from compiler.arith.linear import Linear, from_linear, to_linear
+from compiler.arith.linear import Linear, from_linear, same_expr, to_linear
 from compiler.arith.simplifier import normalize
 from compiler.ir import expr as E
 from compiler.ir.expr import IntImm, PrimExpr, Range, Var
@@ -199,6 +199,8 @@ class Bounder:
 
     def floormod(self, e: E.FloorMod, divisor: int) -> Interval:
         inner = self.bound(e.a)
+        if inner.min is not None and inner.max is not None and same_expr(inner.min, inner.max):
+            return Interval.point(normalize(E.FloorMod(inner.min, e.b)))
         lo = None if inner.min is None else const_interval(inner.min)[0]
         hi = None if inner.max is None else const_interval(inner.max)[1]
         if inner.min is not None and inner.max is not None and lo is not None and hi is not None:

@@ -26,12 +26,12 @@ from compiler.codegen.llvm_expr import FLOAT_FLAGS
 from compiler.codegen.llvm_fastmath import emit_fast_expf
 from compiler.codegen.llvm_stmt import FunctionEmitter, _const, _hint
 from compiler.codegen.llvm_types import INDEX_TYPE, CodegenError, byte_size, float_literal
+from compiler.ir.buffer import Buffer
 from compiler.ir.stmt import Allocate, Barrier, For, ForKind, IfThenElse, Stmt
 from compiler.lower.gpu_kernels import AXES, Kernel
 
 NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
 SHARED_ALIGN = 16
-LOCAL_LIMIT_BYTES = 64 * 1024
 _LN2 = math.log(2.0)
 
 
@@ -55,7 +55,7 @@ class KernelEmitter(FunctionEmitter):
         super().__init__(module, name, in_parallel=True)
         self.kernel = kernel
         self.shared_globals = shared_globals
-        self.local_bytes = 0
+        self.storage: dict[int, str] = {}
 
     def emit_kernel(self) -> str:
         params = []
@@ -109,7 +109,17 @@ class KernelEmitter(FunctionEmitter):
     # storage ------------------------------------------------------------------
 
     def _allocate(self, s: Allocate) -> None:
+        """Shared buffers are module globals, local ones stack slots. An allocation
+        an unrolled loop emits once per iteration gets its storage once: the
+        iterations run one after another and lowering counted it once."""
         buffer = s.buffer
+        pointer = self.storage.get(id(buffer))
+        if pointer is None:
+            pointer = self._storage(buffer)
+            self.storage[id(buffer)] = pointer
+        self._with_buffer(buffer, pointer, s.body)
+
+    def _storage(self, buffer: Buffer) -> str:
         sizes = [_const(d) for d in buffer.shape]
         if any(size is None for size in sizes):
             raise CodegenError(f"buffer {buffer.name!r} in a GPU kernel has a symbolic shape")
@@ -121,18 +131,18 @@ class KernelEmitter(FunctionEmitter):
                 f"@{symbol} = internal addrspace(3) global [{nbytes} x i8] undef, "
                 f"align {SHARED_ALIGN}"
             )
-            pointer = self.assign(f"addrspacecast ptr addrspace(3) @{symbol} to ptr", _hint(buffer))
-        else:
-            self.local_bytes += nbytes
-            if self.local_bytes > LOCAL_LIMIT_BYTES:
-                raise CodegenError(
-                    f"the kernel's local buffers take {self.local_bytes} bytes per thread, "
-                    f"more than {LOCAL_LIMIT_BYTES}; use smaller tiles"
-                )
-            pointer = self.fresh(_hint(buffer))
-            align = max(byte_size(buffer.dtype), 4)
-            self.allocas.append(f"  {pointer} = alloca [{nbytes} x i8], align {align}")
-        self._with_buffer(buffer, pointer, s.body)
+            cast = f"addrspacecast (ptr addrspace(3) @{symbol} to ptr)"
+            return self._entry_value(cast, _hint(buffer))
+        pointer = self.fresh(_hint(buffer))
+        align = max(byte_size(buffer.dtype), 4)
+        self.allocas.append(f"  {pointer} = alloca [{nbytes} x i8], align {align}")
+        return pointer
+
+    def _entry_value(self, constant: str, hint: str) -> str:
+        """A value computed once in the entry block, where it dominates every use."""
+        name = self.fresh(hint)
+        self.allocas.append(f"  {name} = getelementptr i8, ptr {constant}, i64 0")
+        return name
 
     # math ---------------------------------------------------------------------
 

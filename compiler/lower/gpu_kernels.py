@@ -26,11 +26,10 @@ from dataclasses import dataclass
 
 from compiler.codegen.cuda_target import GPUCapabilities
 from compiler.codegen.llvm_types import byte_size
-from compiler.ir.analysis import replace_buffer
 from compiler.ir.buffer import Buffer
 from compiler.ir.expr import BufferLoad, IntImm
 from compiler.ir.function import PrimFunc
-from compiler.ir.node import Node, children, transform_pre, visit
+from compiler.ir.node import Node, children, transform, visit
 from compiler.ir.stmt import Allocate, BufferStore, For, SeqStmt, Stmt
 from compiler.lower.gpu_bindings import verify_thread_bindings
 from compiler.lower.gpu_sync import insert_barriers
@@ -38,6 +37,9 @@ from compiler.lower.pipeline import lower_func
 from compiler.schedule.errors import ScheduleError
 
 AXES = ("x", "y", "z")
+# What a thread may keep in local memory (CUDA's limit is 512 KiB; far less keeps the
+# tile in registers, and more only spills).
+MAX_LOCAL_BYTES_PER_THREAD = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,14 @@ def _kernel(nest: Stmt, global_buffers: tuple[Buffer, ...], caps: GPUCapabilitie
         block[axis] = max(block[axis], _extent(loop))
     _check_launch(grid, block, caps)
     nest = _place_allocations(nest)
-    shared = _shared_bytes(nest)
+    shared = _bytes_in(nest, "shared")
+    local = _bytes_in(nest, "local")
+    if local > MAX_LOCAL_BYTES_PER_THREAD:
+        raise ScheduleError(
+            f"the kernel's local buffers take {local} bytes per thread, more than the "
+            f"{MAX_LOCAL_BYTES_PER_THREAD} a thread may use; use smaller tiles per thread"
+        )
+    _refuse_redundant_updates(nest, block)
     if shared > caps.max_shared_bytes_per_block:
         raise ScheduleError(
             f"the kernel needs {shared} bytes of shared memory per block, more than the "
@@ -179,15 +188,13 @@ def _check_launch(grid: list[int], block: list[int], caps: GPUCapabilities) -> N
 
 def _place_allocations(nest: Stmt) -> Stmt:
     """Give every buffer allocated in the kernel the memory its use needs."""
-    allocations: list[tuple[Allocate, bool]] = []
+    placed: dict[int, Buffer] = {}
 
     def look(n: Node) -> None:
-        if isinstance(n, Allocate):
-            allocations.append((n, _thread_loop_between(n.body, n.buffer)))
-
-    visit(nest, look)
-    for alloc, crossing in allocations:
-        buffer = alloc.buffer
+        if not isinstance(n, Allocate):
+            return
+        buffer = n.buffer
+        crossing = _thread_loop_between(n.body, buffer)
         if not all(isinstance(d, IntImm) for d in buffer.shape):
             raise ScheduleError(
                 f"buffer {buffer.name!r} inside a kernel has the symbolic shape "
@@ -201,19 +208,27 @@ def _place_allocations(nest: Stmt) -> Stmt:
             )
         if buffer.scope == "global":
             scope = "shared" if crossing else "local"
-            nest = _rescope(nest, alloc, Buffer(buffer.name, buffer.shape, buffer.dtype, scope))
-    return nest
+            placed[id(buffer)] = Buffer(buffer.name, buffer.shape, buffer.dtype, scope)
+
+    visit(nest, look)
+    return _rescoped(nest, placed) if placed else nest
 
 
-def _rescope(nest: Stmt, alloc: Allocate, placed: Buffer) -> Stmt:
-    """``nest`` with ``alloc`` and every access of its buffer moved to ``placed``."""
+def _rescoped(nest: Stmt, placed: dict[int, Buffer]) -> Stmt:
+    """``nest`` with each buffer in ``placed`` (by identity) replaced by its placed
+    copy, in its allocation and every access, in one pass (so nested allocations,
+    which a rebuilt parent would copy, are all found)."""
 
     def swap(n: Node) -> Node | None:
-        if n is alloc:
-            return Allocate(placed, replace_buffer(alloc.body, alloc.buffer, placed))
+        if isinstance(n, Allocate) and id(n.buffer) in placed:
+            return Allocate(placed[id(n.buffer)], n.body)
+        if isinstance(n, BufferLoad) and id(n.buffer) in placed:
+            return BufferLoad(placed[id(n.buffer)], n.indices)
+        if isinstance(n, BufferStore) and id(n.buffer) in placed:
+            return BufferStore(placed[id(n.buffer)], n.value, n.indices)
         return None
 
-    return transform_pre(nest, swap)
+    return transform(nest, swap)
 
 
 def _thread_loop_between(body: Stmt, buffer: Buffer) -> bool:
@@ -236,16 +251,51 @@ def _thread_loop_between(body: Stmt, buffer: Buffer) -> bool:
     return found
 
 
-def _shared_bytes(nest: Stmt) -> int:
+def _bytes_in(nest: Stmt, scope: str) -> int:
+    """The bytes of the kernel's buffers in ``scope``, each allocation counted once."""
     total = 0
 
     def look(n: Node) -> None:
         nonlocal total
-        if isinstance(n, Allocate) and n.buffer.scope == "shared":
+        if isinstance(n, Allocate) and n.buffer.scope == scope:
             total += _nbytes(n.buffer)
 
     visit(nest, look)
     return total
+
+
+def _refuse_redundant_updates(nest: Stmt, block: list[int]) -> None:
+    """A store that updates a shared or global element in place (a reduction step)
+    must run on one thread per element: under a loop bound to every thread axis the
+    block has more than one thread of, else all those threads update it at once."""
+    wide = {f"threadIdx.{a}" for a, size in zip(AXES, block, strict=True) if size > 1}
+
+    def walk(n: Node, axes: frozenset[str]) -> None:
+        if isinstance(n, For) and (n.thread_binding or "").startswith("threadIdx"):
+            axes = axes | {n.thread_binding or ""}
+        if isinstance(n, BufferStore) and n.buffer.scope != "local" and _reads_itself(n):
+            missing = sorted(wide - axes)
+            if missing:
+                raise ScheduleError(
+                    f"{n.buffer.name!r} is updated in place outside any loop bound to "
+                    f"{', '.join(missing)}, so every thread of that axis would update it at "
+                    "once; bind a loop around it, or accumulate in a local buffer"
+                )
+        for child in children(n):
+            walk(child, axes)
+
+    walk(nest, frozenset())
+
+
+def _reads_itself(store: BufferStore) -> bool:
+    found = False
+
+    def look(n: Node) -> None:
+        nonlocal found
+        found = found or (isinstance(n, BufferLoad) and n.buffer is store.buffer)
+
+    visit(store.value, look)
+    return found
 
 
 def _nbytes(buffer: Buffer) -> int:

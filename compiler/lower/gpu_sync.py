@@ -202,16 +202,19 @@ def _is_shared(buffer: Buffer) -> bool:
 
 def _refuse_hazards(s: Stmt) -> None:
     """Refuse a statement that not every thread runs when two of its stores share a
-    buffer in shared memory (no barrier can separate them there)."""
+    buffer in shared memory (no barrier can separate them there), unless every
+    access of that buffer in it names the same element: each thread then works on
+    its own (a partial sum initialized and updated under a guard)."""
     stores: list[BufferStore] = []
     visit(s, lambda n: stores.append(n) if isinstance(n, BufferStore) else None)
+    private = _one_element_buffers(s)
     for k, store in enumerate(stores):
         _refuse_racing_update(store)
         mine = _accesses(store)
         for other in stores[k + 1 :]:
             theirs = _accesses(other)
-            if mine.conflicts(theirs) or theirs.conflicts(mine):
-                shared = (mine.reads | mine.writes) & (theirs.reads | theirs.writes)
+            shared = ((mine.reads | mine.writes) & (theirs.reads | theirs.writes)) - private
+            if shared and (mine.conflicts(theirs) or theirs.conflicts(mine)):
                 name = _buffer_name(s, shared)
                 raise ScheduleError(
                     f"threads pass data through shared buffer {name!r} under a loop bound to "
@@ -219,6 +222,22 @@ def _refuse_hazards(s: Stmt) -> None:
                     "where no barrier can go (not every thread reaches it); bind the loop to "
                     "as many threads as the block's other loops of that axis"
                 )
+
+
+def _one_element_buffers(s: Stmt) -> frozenset[int]:
+    """The shared buffers that every access in ``s`` indexes the same way."""
+    indices: dict[int, tuple[PrimExpr, ...] | None] = {}
+
+    def look(n: Node) -> None:
+        if isinstance(n, (BufferLoad, BufferStore)) and _is_shared(n.buffer):
+            seen = indices.setdefault(id(n.buffer), n.indices)
+            if seen is not None and not all(
+                structural_equal(a, b) for a, b in zip(seen, n.indices, strict=True)
+            ):
+                indices[id(n.buffer)] = None
+
+    visit(s, look)
+    return frozenset(key for key, found in indices.items() if found is not None)
 
 
 def _refuse_racing_update(store: BufferStore) -> None:

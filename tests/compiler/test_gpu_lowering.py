@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from op_examples import EXAMPLES
 from workloads import matmul
 
-from compiler import build_cuda
+from compiler import build_cuda, te
 from compiler.codegen.cuda_target import CudaTarget
 from compiler.cuda_build import build_cuda_binary
 from compiler.ir.function import IRModule, PrimFunc
@@ -306,3 +306,78 @@ def test_storage_align_refuses_parameters_and_bad_arguments() -> None:
         sch.storage_align(shared, 0, 2, 32, 1)
     with pytest.raises(ScheduleError, match="function parameter"):
         sch.storage_align(sch.get_block("C_local"), 0, 0, 32, 1)
+
+
+def test_intermediates_nested_in_one_kernel_all_move_to_shared_memory() -> None:
+    """Two intermediates computed at the block loop, one inside the other's
+    allocation: both become shared, with barriers, and the result holds."""
+    a = te.placeholder((2, 32), name="A")
+    b = te.compute((2, 32), lambda i, j: a[i, 31 - j] + 1.0, name="B")
+    c = te.compute((2, 32), lambda i, j: b[i, 31 - j] * 2.0, name="C")
+    d = te.compute((2, 32), lambda i, j: c[i, 31 - j] - 3.0, name="D")
+    sch = Schedule(te.create_prim_func([a, d]))
+    i, j = sch.get_loops(sch.get_block("D"))
+    sch.bind(i, "blockIdx.x")
+    sch.bind(j, "threadIdx.x")
+    for name in ("C", "B"):
+        block = sch.get_block(name)
+        sch.compute_at(block, i)
+        sch.bind(sch.get_loops(block)[-1], "threadIdx.x")
+    (kernel,) = lower_gpu(sch.mod["main"], "main", CAPS).kernels
+    assert kernel.shared_bytes == 2 * 32 * 4
+    x, out = simulated(sch.mod["main"], random_inputs(sch.mod["main"]))
+    np.testing.assert_allclose(out, (x[:, ::-1] + 1.0) * 2.0 - 3.0, rtol=1e-6)
+
+
+def test_shared_tile_under_a_virtual_thread_is_allocated_once() -> None:
+    sch = Schedule(matmul(64, 64, 4096))
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    vt, ti = sch.split(i, [2, 32])
+    ko, ki = sch.split(k, [16, 256])
+    sch.reorder(vt, ti, ko, j, ki)
+    sch.bind(vt, "vthread.x")
+    sch.bind(ti, "threadIdx.x")
+    sch.compute_at(sch.cache_read(c, 0, "shared"), ko)
+    binary = build_cuda_binary(sch.mod, "cuda -arch=sm_80")
+    assert binary.function("main").kernels[0].shared_bytes == 32 * 1024
+    assert len(re.findall(r"\.shared \.align 16 \.b8", binary.ptx)) == 1
+
+
+def test_local_memory_beyond_the_limit_is_refused() -> None:
+    sch = Schedule(matmul(256, 256, 16))
+    c = sch.get_block("C")
+    local = sch.cache_write(c, 0, "local")
+    ti, _ = sch.split(sch.get_loops(c)[0], [2, 128])
+    sch.bind(ti, "threadIdx.x")
+    sch.reverse_compute_at(local, ti)
+    with pytest.raises(ScheduleError, match=r"131072 bytes per thread, more than the 65536"):
+        build_cuda_binary(sch.mod, "cuda -arch=sm_80")
+
+
+def test_a_reduction_every_thread_would_update_at_once_is_refused() -> None:
+    """Partial sums per thread, then the final sum outside the thread loop: every
+    thread would initialize and update S[i] together."""
+    x = te.placeholder((16, 512), name="X")
+    r = te.reduce_axis((0, 512), name="k")
+    s = te.compute((16,), lambda i: te.sum(x[i, r], axis=r), name="S")
+    sch = Schedule(te.create_prim_func([x, s]))
+    _, k = sch.get_loops(sch.get_block("S"))
+    _, ki = sch.split(k, [None, 256])
+    rf = sch.rfactor(ki, 1)
+    row, outer, inner = sch.get_loops(rf)
+    sch.reorder(inner, outer)
+    sch.bind(inner, "threadIdx.x")
+    sch.bind(row, "blockIdx.x")
+    with pytest.raises(ScheduleError, match=r"'S' is updated in place outside any loop bound"):
+        build_cuda_binary(sch.mod, "cuda -arch=sm_80")
+
+
+def test_a_fixed_loop_modulo_a_constant_bounds_to_a_point() -> None:
+    """A shared fetch under a fused block loop stages its own block's tile only."""
+    from compiler.arith.bounds import bound
+    from compiler.ir.expr import IntImm, Range, Var
+
+    bx, tx = Var("bx", "int32"), Var("tx", "int32")
+    window = bound(bx % 2 * 32 + tx, {tx: Range(IntImm(0, "int32"), IntImm(32, "int32"))})
+    assert (str(window.min), str(window.max)) == ("bx % 2 * 32", "bx % 2 * 32 + 31")

@@ -171,7 +171,7 @@ def test_create_and_registry_name_the_choices() -> None:
     kinds = r"the kinds are \['generated', 'schedule_fn', 'template'\]"
     with pytest.raises(SpaceError, match=kinds):
         spaces.create("sketch")
-    with pytest.raises(SpaceError, match=r"registered: batch_matmul\.x86, conv2d_nchw\.x86"):
+    with pytest.raises(SpaceError, match=r"registered: .*batch_matmul\.x86, .*conv2d_nchw\.x86"):
         spaces.get_template("gemm.cuda")
     made = spaces.create("template", func=small_matmul(8, 8, 4), template=SMALL_TEMPLATE)
     assert isinstance(made, TemplateSpace)

@@ -267,3 +267,16 @@ def test_gpu_candidates_are_checked_timed_and_isolated() -> None:
     assert "CUDA_ERROR_ILLEGAL_ADDRESS" in str(results[2].error)
     assert len(results[6].run_times) == 1  # past the cutoff at the run that checked it
     assert np.isfinite(results[6].run_times[0])
+
+
+@pytest.mark.skipif(NO_DEVICE is None, reason="this host has a GPU")
+def test_tuning_for_a_gpu_without_one_stops_before_any_record() -> None:
+    """Without the target's GPU the local workers refuse the run up front, naming the
+    reason and where to measure instead, and the database stays empty."""
+    import db
+    from tuner.tune_function import tune_tir
+
+    database = db.create("memory")
+    with pytest.raises(workers.WorkersError, match=r"cannot measure for 'cuda -arch=sm_80'.*ray"):
+        tune_tir(reverse_workload(), trials=4, target="cuda -arch=sm_80", database=database)
+    assert database.workloads() == []

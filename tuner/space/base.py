@@ -24,8 +24,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from compiler.codegen.cuda_target import CudaTarget
 from compiler.codegen.targets import Target
 from compiler.ir.function import PrimFunc
+from compiler.lower.gpu_kernels import lower_gpu
 from compiler.schedule import Schedule, ScheduleError, Trace
 from compiler.schedule.replay import REPLAYS, ScheduledProgram
 from compiler.workload.flops import flop_count
@@ -179,6 +181,7 @@ class Space(abc.ABC):
         if made is None:
             try:
                 sch = self._schedule(decisions)
+                _verify_for_target(sch, self.target)
                 trace = sch.trace
                 digest = trace.structural_hash
                 REPLAYS.remember(self.workload_key, digest, sch.mod["main"])
@@ -294,3 +297,12 @@ class EnumerableSpace(Space):
 
     def _design_size(self, design: int) -> int:
         return math.prod(len(d) for d in self.decision_domains(design))
+
+
+def _verify_for_target(sch: Schedule, target: Target) -> None:
+    """Raise ScheduleError for a GPU program the target cannot run (too many threads or
+    too much shared memory per block, an illegal binding), as MetaSchedule's
+    VerifyGPUCode does: refused here, it costs no trial of the budget."""
+    if isinstance(target, CudaTarget):
+        for name, func in sch.mod.items():
+            lower_gpu(func, name, target.capabilities)
