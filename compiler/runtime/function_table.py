@@ -3,7 +3,7 @@ that calling the module runs."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
 F = TypeVar("F")
@@ -41,8 +41,8 @@ class FunctionTable(Mapping[str, F], Generic[F]):
         function(*arrays)
 
 
-def entry_of(names: Iterator[str] | Mapping[str, Any] | list[str]) -> str:
-    """"main" among ``names``, or the only name."""
+def entry_of(names: Iterable[str]) -> str:
+    """The entry among ``names``: "main", or the only name."""
     listed = list(names)
     if "main" in listed:
         return "main"
