@@ -381,3 +381,24 @@ def test_a_fixed_loop_modulo_a_constant_bounds_to_a_point() -> None:
     bx, tx = Var("bx", "int32"), Var("tx", "int32")
     window = bound(bx % 2 * 32 + tx, {tx: Range(IntImm(0, "int32"), IntImm(32, "int32"))})
     assert (str(window.min), str(window.max)) == ("bx % 2 * 32", "bx % 2 * 32 + 31")
+
+
+def test_a_stored_gpu_schedule_is_what_build_cuda_ships() -> None:
+    """A tuned trace stored for a GPU target is replayed by build_cuda for that target
+    only: the same function built for another architecture gets the default schedule."""
+    import db
+    from compiler.workload.key import workload_key
+    from db.record import Measurement
+
+    func = matmul(256, 256, 64)
+    tuned = tiled_matmul(256, 256, 64, (64, 64, 8), (4, 4))
+    with db.create("memory") as database:
+        database.commit_workload(func)
+        key = workload_key(func)
+        trace = tuned.trace.to_json_string()
+        database.commit_records([Measurement(key, "cuda -arch=sm_80", trace, None, (1e-4,))])
+        shipped = build_cuda(func, target="cuda -arch=sm_80", database=database)
+        default = build_cuda(func, target="cuda -arch=sm_90", database=database)
+    assert shipped.ptx.count("bar.sync") == 2
+    assert shipped.function("main").kernels[0].shared_bytes == 4096
+    assert "bar.sync" not in default.ptx
