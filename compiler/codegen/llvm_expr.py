@@ -323,7 +323,8 @@ class ExprEmitter:
     def _load(self, e: E.BufferLoad, index: bool) -> str:
         address = self.address(e.buffer, e.indices)
         ty = storage_type(e.buffer.dtype)
-        loaded = self.assign(f"load {ty}, ptr {address}, align {byte_size(e.buffer.dtype)}")
+        align = self.alignment(e.buffer, e.indices)
+        loaded = self.assign(f"load {ty}, ptr {address}, align {align}")
         if e.buffer.dtype == "bool":
             return self.assign(f"icmp ne i8 {loaded}, 0")
         if e.dtype != e.buffer.dtype:
@@ -331,6 +332,10 @@ class ExprEmitter:
         if not E.is_int(e.dtype):
             return loaded
         return self.resize(loaded, ty, value_type(e.dtype, index), is_signed(e.dtype))
+
+    def alignment(self, buffer: Buffer, indices: tuple[PrimExpr, ...]) -> int:
+        """The alignment in bytes that an access may claim: the element size."""
+        return byte_size(buffer.dtype)
 
     def address(self, buffer: Buffer, indices: tuple[PrimExpr, ...]) -> str:
         """The element pointer of a flattened access."""

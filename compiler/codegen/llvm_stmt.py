@@ -76,7 +76,8 @@ class FunctionEmitter(ExprEmitter):
             value = self.assign(f"zext i1 {value} to i8")
         address = self.address(s.buffer, s.indices)
         ty = storage_type(s.buffer.dtype)
-        self.emit(f"store {ty} {value}, ptr {address}, align {byte_size(s.buffer.dtype)}")
+        align = self.alignment(s.buffer, s.indices)
+        self.emit(f"store {ty} {value}, ptr {address}, align {align}")
 
     def _if(self, s: IfThenElse) -> None:
         cond = self.condition(s.condition)

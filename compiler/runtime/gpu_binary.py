@@ -4,7 +4,9 @@ sizes and the buffers each one takes.
 
 A function may need several kernels (one per top-level loop nest of its lowered
 body); buffers it computes in global memory between them are *workspace*, which
-the runtime allocates on the device next to the function's parameters.
+the runtime allocates on the device next to the function's parameters. The kernels
+may access any buffer 16 bytes at a time: each one must start 16-byte aligned (a
+buffer of its own from cuMemAlloc is).
 """
 
 from __future__ import annotations

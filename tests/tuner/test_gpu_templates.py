@@ -205,6 +205,12 @@ def test_the_matmul_space_holds_the_known_good_sgemm_schedule() -> None:
     assert kernel.shared_bytes == 2 * 128 * 8 * 4
     assert binary.ptx.count("fma.rn.f32") == 8 * 8 * 8  # the step unrolled, once
     assert ".local" not in binary.ptx  # the accumulators in registers
+    # 128-bit accesses: the fetch from global memory, the register tile's reads of the
+    # shared tiles (8 x 8 FMAs from 4 vector loads per step), the write-back
+    assert binary.ptx.count("ld.global.nc.v4") == 2
+    assert binary.ptx.count("ld.shared.v4") == 4 * 8
+    assert "ld.shared.b32" not in binary.ptx
+    assert "st.global.v4" in binary.ptx
     assert {16} <= {e[1] for e in space.knobs[2].entities}
 
 
