@@ -101,38 +101,57 @@ def _collect(stmt: Stmt, workspace: list[Buffer], nests: list[Stmt]) -> None:
 
 
 def _kernel(nest: Stmt, global_buffers: tuple[Buffer, ...], caps: GPUCapabilities) -> Kernel:
+    grid, block = _launch_shape(nest)
+    _check_launch(grid, block, caps)
+    nest = _place_allocations(nest)
+    shared = _check_memory(nest, caps)
+    _refuse_redundant_updates(nest, block)
+    nest = insert_barriers(nest, {f"threadIdx.{a}": block[k] for k, a in enumerate(AXES)})
+    used = _global_accesses(nest)
+    buffers = tuple(b for b in global_buffers if id(b) in used)
+    return Kernel(nest, grid, block, buffers, shared)
+
+
+Dims = tuple[int, int, int]
+
+
+def _launch_shape(nest: Stmt) -> tuple[Dims, Dims]:
+    """The grid (the kernel's outermost blockIdx loops) and the block (per threadIdx
+    axis, its longest loop)."""
     grid = [1, 1, 1]
     body = nest
     while isinstance(body, For) and (body.thread_binding or "").startswith("blockIdx"):
-        grid[AXES.index(body.thread_binding[-1])] = _extent(body)  # type: ignore[index]
+        grid[_axis(body)] = _extent(body)
         body = body.body
     _refuse_inner_block_loops(body)
     block = [1, 1, 1]
     for loop in _thread_loops(nest):
-        axis = AXES.index(loop.thread_binding[-1])  # type: ignore[index]
-        block[axis] = max(block[axis], _extent(loop))
-    _check_launch(grid, block, caps)
-    nest = _place_allocations(nest)
-    shared = _bytes_in(nest, "shared")
+        block[_axis(loop)] = max(block[_axis(loop)], _extent(loop))
+    return (grid[0], grid[1], grid[2]), (block[0], block[1], block[2])
+
+
+def _axis(loop: For) -> int:
+    """0, 1, 2 for a loop bound to an axis x, y, z."""
+    assert loop.thread_binding is not None
+    return AXES.index(loop.thread_binding[-1])
+
+
+def _check_memory(nest: Stmt, caps: GPUCapabilities) -> int:
+    """The kernel's shared memory in bytes, refused beyond the target's and a
+    thread's local memory beyond ``MAX_LOCAL_BYTES_PER_THREAD``."""
     local = _bytes_in(nest, "local")
     if local > MAX_LOCAL_BYTES_PER_THREAD:
         raise ScheduleError(
             f"the kernel's local buffers take {local} bytes per thread, more than the "
             f"{MAX_LOCAL_BYTES_PER_THREAD} a thread may use; use smaller tiles per thread"
         )
-    _refuse_redundant_updates(nest, block)
+    shared = _bytes_in(nest, "shared")
     if shared > caps.max_shared_bytes_per_block:
         raise ScheduleError(
             f"the kernel needs {shared} bytes of shared memory per block, more than the "
             f"target's {caps.max_shared_bytes_per_block}; use smaller tiles"
         )
-    dims = {f"threadIdx.{a}": block[k] for k, a in enumerate(AXES)}
-    nest = insert_barriers(nest, dims)
-    used = _global_accesses(nest)
-    buffers = tuple(b for b in global_buffers if id(b) in used)
-    return Kernel(
-        nest, (grid[0], grid[1], grid[2]), (block[0], block[1], block[2]), buffers, shared
-    )
+    return shared
 
 
 def _extent(loop: For) -> int:
@@ -166,7 +185,7 @@ def _thread_loops(nest: Stmt) -> list[For]:
     return found
 
 
-def _check_launch(grid: list[int], block: list[int], caps: GPUCapabilities) -> None:
+def _check_launch(grid: Dims, block: Dims, caps: GPUCapabilities) -> None:
     threads = math.prod(block)
     if threads > caps.max_threads_per_block:
         raise ScheduleError(
@@ -264,7 +283,7 @@ def _bytes_in(nest: Stmt, scope: str) -> int:
     return total
 
 
-def _refuse_redundant_updates(nest: Stmt, block: list[int]) -> None:
+def _refuse_redundant_updates(nest: Stmt, block: Dims) -> None:
     """A store that updates a shared or global element in place (a reduction step)
     must run on one thread per element: under a loop bound to every thread axis the
     block has more than one thread of, else all those threads update it at once."""
