@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import compiler
+from compiler.runtime.cuda_driver import cuda_available
 from compiler.schedule.tuned import canonical_target
 from compiler.workload.key import workload_key
 from compiler.workload.spec import workload_from_spec
@@ -56,6 +57,23 @@ def test_a_job_of_several_targets_tunes_each_workload_on_each(database, backend)
     for key in keys:
         for target in targets:
             assert database.count(key, canonical_target(target), ok=True) >= 2
+
+
+@pytest.mark.skipif(cuda_available() is None, reason="this host has a GPU")
+def test_a_gpu_task_on_workers_without_that_gpu_fails_the_job_saying_where_to_measure(
+    database, backend
+) -> None:
+    targets = ("llvm", "cuda -arch=sm_80")
+    job = submit(database, JobRequest((RELU,), targets=targets, tuner="random", trials=2))
+    done = Coordinator(database, backend).run_next()
+    assert done is not None and done.status is JobStatus.FAILED
+    assert "cannot measure for 'cuda -arch=sm_80'" in str(done.error)
+    assert "ray-node --target 'cuda -arch=sm_80'" in str(done.error)
+    key = workload_key(workload_from_spec(RELU))
+    assert database.count(key, canonical_target("llvm"), ok=True) >= 2
+    assert database.count(key, "cuda -arch=sm_80") == 0
+    assert done.tasks[0].status is JobStatus.DONE
+    assert job.id == done.id
 
 
 def test_a_job_is_claimed_once_and_the_queue_then_is_empty(database, backend) -> None:
