@@ -23,9 +23,10 @@ from __future__ import annotations
 import dataclasses
 
 from compiler.arith import Interval, bound, const_bound, normalize, simplify
+from compiler.arith.linear import to_linear
 from compiler.ir.analysis import free_vars, substitute, uses_var
 from compiler.ir.buffer import Buffer
-from compiler.ir.expr import BufferLoad, Call, IntImm, PrimExpr, Range, Var
+from compiler.ir.expr import LT, And, BufferLoad, Call, IntImm, PrimExpr, Range, Var
 from compiler.ir.function import PrimFunc
 from compiler.ir.node import Node, children, transform, transform_pre, visit
 from compiler.ir.printer import expr_to_str
@@ -196,6 +197,12 @@ def _access_region(scope: Stmt, buffer: Buffer, relaxed: Ranges) -> list[Interva
         body_ranges = inner
         if isinstance(node, For):
             body_ranges = {**inner, node.loop_var: Range(node.min, node.extent)}
+        elif isinstance(node, IfThenElse):
+            loads_in(node.condition, inner)
+            walk(node.then_case, _narrowed(inner, node.condition))
+            if node.else_case is not None:
+                walk(node.else_case, inner)
+            return
         for child in children(node):
             if isinstance(child, Stmt):
                 walk(child, body_ranges if isinstance(node, For) else inner)
@@ -204,6 +211,40 @@ def _access_region(scope: Stmt, buffer: Buffer, relaxed: Ranges) -> list[Interva
 
     walk(scope, dict(relaxed))
     return None if region is None else [outer.restore(interval) for interval in region]
+
+
+def _narrowed(ranges: Ranges, condition: PrimExpr) -> Ranges:
+    """``ranges`` with the loops cut to what ``condition`` lets through, for each of
+    its conjuncts ``sum(c * loop) + k < bound`` (positive constant ``c``, loops from
+    0, constant ``bound``): a loop's largest value is what the bound leaves when the
+    others sit at 0. A split that does not divide guards its body so; the region
+    the guarded accesses touch is then the tile, not the whole split."""
+    narrowed = dict(ranges)
+    for conjunct in _conjuncts(condition):
+        if not (isinstance(conjunct, LT) and isinstance(conjunct.b, IntImm)):
+            continue
+        linear = to_linear(conjunct.a)
+        loops = [(a, c) for a, c in linear.terms.values() if isinstance(a, Var) and c > 0]
+        if len(loops) != len(linear.terms) or not all(a in narrowed for a, _ in loops):
+            continue
+        if not all(_starts_at_zero(narrowed[a]) for a, _ in loops):
+            continue
+        for atom, coeff in loops:
+            old = narrowed[atom]
+            last = (conjunct.b.value - 1 - linear.const) // coeff
+            if isinstance(old.extent, IntImm) and 0 <= last < old.extent.value - 1:
+                narrowed[atom] = Range(old.min, IntImm(last + 1, old.extent.dtype))
+    return narrowed
+
+
+def _conjuncts(e: PrimExpr) -> list[PrimExpr]:
+    if isinstance(e, And):
+        return [*_conjuncts(e.a), *_conjuncts(e.b)]
+    return [e]
+
+
+def _starts_at_zero(r: Range) -> bool:
+    return isinstance(r.min, IntImm) and r.min.value == 0
 
 
 class _OuterTerms:

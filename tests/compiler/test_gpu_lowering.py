@@ -402,3 +402,31 @@ def test_a_stored_gpu_schedule_is_what_build_cuda_ships() -> None:
     assert shipped.ptx.count("bar.sync") == 2
     assert shipped.function("main").kernels[0].shared_bytes == 4096
     assert "bar.sync" not in default.ptx
+
+
+def test_a_guarded_fetch_stages_only_the_tile() -> None:
+    """256 threads copy a 64-element tile under the split's guard ``fused < 64``: the
+    shared buffer holds the tile, not all that the unguarded loops could reach."""
+    sch = Schedule(matmul(64, 64, 64))
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    bi, ti = sch.split(i, [None, 16])
+    bj, tj = sch.split(j, [None, 16])
+    ko, ki = sch.split(k, [None, 4])
+    sch.reorder(bi, bj, ti, tj, ko, ki)
+    for loop, axis in (
+        (bi, "blockIdx.y"),
+        (bj, "blockIdx.x"),
+        (ti, "threadIdx.y"),
+        (tj, "threadIdx.x"),
+    ):
+        sch.bind(loop, axis)
+    shared = sch.cache_read(c, 0, "shared")
+    sch.compute_at(shared, ko)
+    _, y, x = sch.split(sch.fuse(*sch.get_loops(shared)[-2:]), [None, 16, 16])
+    sch.bind(y, "threadIdx.y")
+    sch.bind(x, "threadIdx.x")
+    (kernel,) = lower_gpu(sch.mod["main"], "main", CAPS).kernels
+    assert kernel.shared_bytes == 16 * 4 * 4
+    a, b, out = simulated(sch.mod["main"], random_inputs(sch.mod["main"]))
+    np.testing.assert_allclose(out, a @ b, rtol=1e-5)
