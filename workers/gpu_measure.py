@@ -28,7 +28,7 @@ from compiler.runtime.gpu_binary import GPUBinary, GPUFunction
 from compiler.runtime.signature import FuncSignature
 from workers.base import BuildResult, Candidate, MeasureConfig, RunResult
 from workers.check import Reference
-from workers.measure import TIMING_SHARE, Measurer, _time
+from workers.measure import TIMING_SHARE, Measurer, time_in_steps
 
 
 def encode_binary(binary: GPUBinary) -> bytes:
@@ -115,7 +115,7 @@ class GPUMeasurer(Measurer):
                 return RunResult(candidate, (warm,), 1, worker_host=self.host)
             flush_bytes = config.flush_bytes if config.flush_cache else 0
             loops = partial(call.time, flush_bytes=flush_bytes)
-            timing = _time(loops, config, cutoff, deadline=deadline)
+            timing = time_in_steps(loops, config, cutoff, deadline=deadline)
         return RunResult(candidate, timing.results, timing.number, worker_host=self.host)
 
     def _raised(self, candidate: Candidate, err: Exception) -> RunResult:

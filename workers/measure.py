@@ -103,7 +103,7 @@ class Measurer:
                 function.signature.bind(arrays),
                 before_repeat=self._flusher(config),
             )
-            timing = _time(
+            timing = time_in_steps(
                 loops,
                 config,
                 candidate.cutoff_seconds,
@@ -130,7 +130,7 @@ class Measurer:
         self._flush_buffer += 1.0
 
 
-def _time(
+def time_in_steps(
     loops: Callable[..., ProfileResult],
     config: MeasureConfig,
     cutoff_seconds: float | None,

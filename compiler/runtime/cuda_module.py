@@ -24,7 +24,7 @@ import numpy as np
 from compiler.runtime import cuda_driver as cu
 from compiler.runtime.function_table import FunctionTable, entry_of
 from compiler.runtime.gpu_binary import BufferSpec, GPUBinary, GPUFunction
-from compiler.runtime.profiling import ProfileResult
+from compiler.runtime.profiling import ProfileResult, time_loops
 from compiler.runtime.signature import RuntimeArgumentError
 
 
@@ -243,30 +243,16 @@ class DeviceCall:
         ``number`` grown until a loop takes ``min_repeat_ms``, then ``repeat`` loops.
         With ``flush_bytes``, a device buffer that large is overwritten before each
         loop, outside the timing, so every loop starts with a cold L2 cache."""
-        if number < 1 or repeat < 1:
-            raise ValueError(f"number ({number}) and repeat ({repeat}) must be at least 1")
-        if warmup < 0:
-            raise ValueError(f"warmup must not be negative, got {warmup}")
-        for _ in range(warmup):
-            self.launch()
-        number = self._calibrate(number, min_repeat_ms)
-        results = []
-        for _ in range(repeat):
-            if flush_bytes:
-                self._flush_cache(flush_bytes)
-            results.append(self._loop_seconds(number) / number)
-        return ProfileResult(tuple(results), number)
-
-    def _calibrate(self, number: int, min_ms: float) -> int:
-        """The smallest ``number`` (from the given one up) whose loop takes ``min_ms``."""
-        if min_ms <= 0:
-            return number
-        while True:
-            elapsed_ms = self._loop_seconds(number) * 1e3
-            if elapsed_ms >= min_ms:
-                return number
-            per_call_ms = max(elapsed_ms / number, 1e-6)
-            number = max(math.ceil(min_ms / per_call_ms * 1.1), math.ceil(number * 1.618))
+        flush = partial(self._flush_cache, flush_bytes) if flush_bytes else None
+        return time_loops(
+            self.launch,
+            self._loop_seconds,
+            number,
+            repeat,
+            min_repeat_ms,
+            warmup=warmup,
+            before_repeat=flush,
+        )
 
     def _loop_seconds(self, number: int) -> float:
         events = self._buffers.events
