@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -52,6 +52,7 @@ def import_onnx(
     for every input with a dynamic dimension, since the graph's types are static.
     """
     proto = _load(model)
+    _refuse_external_data(proto)
     opset = _opset(proto)
     _check_operators(proto.graph, opset)
     constants = {t.name: numpy_helper.to_array(t) for t in proto.graph.initializer}
@@ -79,9 +80,54 @@ def _load(model: onnx.ModelProto | str | os.PathLike[str] | bytes) -> onnx.Model
     if not os.path.isfile(path):
         raise GraphError(f"{path}: no such ONNX file")
     try:
-        return onnx.load(path)
+        return onnx.load(path, load_external_data=False)
     except DecodeError as err:
         raise GraphError(f"{path} is not an ONNX model: {err}") from None
+
+
+def _refuse_external_data(model: onnx.ModelProto) -> None:
+    """Refuse a tensor whose data lies in another file, before any file is opened: its
+    location is a path that the model's author chose, and a server that imports a model
+    sent to it would read whatever that path names on its own disk."""
+    for where, tensor in _tensors(model):
+        if tensor.data_location == onnx.TensorProto.EXTERNAL or tensor.external_data:
+            location = next((e.value for e in tensor.external_data if e.key == "location"), "")
+            raise GraphError(
+                f"{where} keeps its data in another file ({location!r}); tensortune imports "
+                "only models whose tensors are inside the ONNX file. Save the model as one "
+                "file: onnx.save_model(onnx.load(PATH), NEW_PATH, save_as_external_data=False)"
+            )
+
+
+def _tensors(model: onnx.ModelProto) -> Iterator[tuple[str, onnx.TensorProto]]:
+    """Every tensor of the model, named by where it is: initializers, sparse ones, and
+    the tensor attributes of nodes, in subgraphs and functions too."""
+    bodies: list[onnx.GraphProto | onnx.FunctionProto] = [model.graph, *model.functions]
+    while bodies:
+        body = bodies.pop()
+        if isinstance(body, onnx.GraphProto):
+            yield from _initializers(body)
+        for index, node in enumerate(body.node):
+            yield from _attribute_tensors(node, index)
+            bodies.extend(a.g for a in node.attribute if a.HasField("g"))
+            bodies.extend(g for a in node.attribute for g in a.graphs)
+
+
+def _initializers(graph: onnx.GraphProto) -> Iterator[tuple[str, onnx.TensorProto]]:
+    for tensor in graph.initializer:
+        yield f"the initializer {tensor.name!r}", tensor
+    for sparse in graph.sparse_initializer:
+        yield f"the sparse initializer {sparse.values.name!r}", sparse.values
+        yield f"the indices of the sparse initializer {sparse.values.name!r}", sparse.indices
+
+
+def _attribute_tensors(node: onnx.NodeProto, index: int) -> Iterator[tuple[str, onnx.TensorProto]]:
+    for attribute in node.attribute:
+        where = f"the attribute {attribute.name!r} of node {node_name(node, index)!r}"
+        sparse = [attribute.sparse_tensor, *attribute.sparse_tensors]
+        yield from ((where, tensor) for tensor in [attribute.t, *attribute.tensors])
+        yield from ((where, s.values) for s in sparse)
+        yield from ((where, s.indices) for s in sparse)
 
 
 def _opset(model: onnx.ModelProto) -> int:

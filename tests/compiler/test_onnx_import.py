@@ -17,6 +17,7 @@ import onnx
 import onnx_models
 import onnxruntime
 import pytest
+from file_opens import files_opened
 
 import compiler
 from compiler import te
@@ -408,3 +409,58 @@ def test_a_malformed_model_names_the_node(build: Callable[[], onnx.ModelProto], 
 def test_an_unnamed_node_is_named_by_its_index(rng: np.random.Generator) -> None:
     with pytest.raises(GraphError, match="node #2 Conv: attribute 'strides' must list 2 ints"):
         import_onnx(onnx_models.unnamed_bad_conv(rng))
+
+
+# ---- tensors whose data lies in another file ---------------------------------------------
+
+
+def _with_external_weight(rng: np.random.Generator, where: str, location: str) -> onnx.ModelProto:
+    """The MLP, with one tensor's data named as lying in ``location``: an initializer,
+    or the value of a Constant node that adds to the output."""
+    model = onnx_models.mlp(rng)
+    if where == "initializer":
+        onnx_models.external_data(model.graph.initializer[0], location)
+        return model
+    value = onnx.numpy_helper.from_array(np.ones((4, 10), np.float32))
+    onnx_models.external_data(value, location)
+    model.graph.node[-1].output[0] = "unshifted"
+    model.graph.node.extend(
+        [
+            onnx.helper.make_node("Constant", [], ["shift"], name="shift_node", value=value),
+            onnx.helper.make_node("Add", ["unshifted", "shift"], ["probs"], name="add_node"),
+        ]
+    )
+    return model
+
+
+@pytest.mark.parametrize(
+    ("where", "named"),
+    [("initializer", "the initializer 'w1'"), ("constant", "'value' of node 'shift_node'")],
+)
+@pytest.mark.parametrize("location", ["weights.bin", "../weights.bin", "/etc/hostname"])
+def test_a_tensor_with_external_data_is_refused_before_any_file_is_opened(
+    rng: np.random.Generator, tmp_path: Path, where: str, named: str, location: str
+) -> None:
+    model = _with_external_weight(rng, where, location)
+    path = tmp_path / "model.onnx"
+    onnx.save_model(model, path)
+    for given in (model.SerializeToString(), path):
+        with files_opened() as opened, pytest.raises(GraphError) as refused:
+            import_onnx(given)
+        message = str(refused.value)
+        assert named in message and repr(location) in message and "save_model" in message
+        assert all(p.name == "model.onnx" for p in opened), opened
+
+
+def test_a_model_saved_with_its_weights_apart_is_refused_by_path(
+    rng: np.random.Generator, tmp_path: Path
+) -> None:
+    """As onnx.save writes a large model: the weights in a file beside it."""
+    path = tmp_path / "model.onnx"
+    onnx.save_model(
+        onnx_models.mlp(rng), path, save_as_external_data=True, location="w.bin", size_threshold=0
+    )
+    assert (tmp_path / "w.bin").stat().st_size > 0
+    with files_opened() as opened, pytest.raises(GraphError, match=r"another file \('w\.bin'\)"):
+        import_onnx(path)
+    assert opened == [path]

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, external_data_helper, helper, numpy_helper
 
 Shape = Sequence[int | str]
 Builder = Callable[[np.random.Generator], onnx.ModelProto]
@@ -60,6 +60,16 @@ def make_model(
     model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
     onnx.checker.check_model(model)
     return model
+
+
+def external_data(tensor: onnx.TensorProto, location: str) -> bytes:
+    """Turn ``tensor`` into one whose data lies in the file ``location`` names, as ONNX
+    saves a large model; returns the bytes that file would hold (nothing is written)."""
+    content = numpy_helper.to_array(tensor).tobytes()
+    external_data_helper.set_external_data(tensor, location, offset=0, length=len(content))
+    tensor.ClearField("raw_data")
+    tensor.data_location = onnx.TensorProto.EXTERNAL
+    return content
 
 
 def weight(rng: np.random.Generator, *shape: int, fan_in: int | None = None) -> np.ndarray:

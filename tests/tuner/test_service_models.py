@@ -12,7 +12,8 @@ import httpx
 import numpy as np
 import onnxruntime
 import pytest
-from onnx_models import dynamic_batch, mlp, repeated_blocks, unsupported_ops
+from file_opens import files_opened
+from onnx_models import dynamic_batch, external_data, mlp, repeated_blocks, unsupported_ops
 
 from compiler.graph import GraphModule, import_onnx
 from db import RecordError
@@ -67,6 +68,24 @@ def test_a_file_that_is_no_model_we_take_is_422_and_nothing_is_stored(
     body = content if isinstance(content, bytes) else models[content](rng).SerializeToString()
     answer = upload(client, body, **params)
     assert answer.status_code == 422 and said in answer.json()["detail"], answer.text
+    with pytest.raises(RecordError, match="no model file"):
+        database.model_file(1)
+
+
+def test_a_model_naming_a_file_beside_the_server_is_refused_unopened(
+    client, database, rng, tmp_path, monkeypatch
+) -> None:
+    """The weights' bytes lie in a file of the server's working directory, where an
+    import that followed the model's external data would read them."""
+    model = mlp(rng)
+    beside = tmp_path / "weights.bin"
+    beside.write_bytes(external_data(model.graph.initializer[0], "weights.bin"))
+    monkeypatch.chdir(tmp_path)
+    with files_opened() as opened:
+        answer = upload(client, model.SerializeToString())
+    assert answer.status_code == 422, answer.text
+    assert "the initializer 'w1' keeps its data in another file" in answer.json()["detail"]
+    assert beside not in opened
     with pytest.raises(RecordError, match="no model file"):
         database.model_file(1)
 
