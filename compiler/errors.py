@@ -17,6 +17,18 @@ class CompilerError(Exception):
     catches the builtin keeps working, and ``except CompilerError`` catches them all."""
 
 
+class MissingExtraError(CompilerError, ImportError):
+    """A part of tensortune whose packages are optional and not installed here; ``extra``
+    names the extra of the ``tensortune`` distribution that installs them."""
+
+    def __init__(self, what: str, extra: str) -> None:
+        super().__init__(
+            f"{what} needs tensortune's {extra!r} extra, which is not installed: "
+            f"pip install 'tensortune[{extra}]' (in a checkout: uv sync --locked --extra {extra})"
+        )
+        self.extra = extra
+
+
 class ErrorKind(enum.Enum):
     """How a measured candidate failed. A failure is a kind and a message, never a
     made-up large time; a success has no kind."""

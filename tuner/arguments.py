@@ -1,13 +1,22 @@
-"""Argument types shared by the ``tensortune`` commands: numbers are checked where they
-are read, so a value no database column or loop can hold is a usage error (exit 2)
-naming the flag, never an overflow deep inside."""
+"""Argument types shared by the ``tensortune`` commands: numbers and targets are checked
+where they are read, so a value no database column or loop can hold, or a target the
+compiler does not know, is a usage error (exit 2) naming the flag, never an overflow or
+a traceback deep inside."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
 
+from compiler.codegen.target import TargetError
+from compiler.codegen.targets import parse_target
+
 INT64_MAX = 2**63 - 1
+TARGET_FORMS = (
+    "llvm (this machine's CPU), 'llvm -mcpu=CPU' (a CPU by LLVM's name, e.g. znver4 or "
+    "skylake-avx512; -mattr=+avx2,+fma names features, -num-cores=N the threads), or "
+    "'cuda -arch=sm_XX' (an NVIDIA GPU, e.g. sm_80; needs the cuda extra)"
+)
 
 
 def int_in_range(low: int, high: int = INT64_MAX) -> Callable[[str], int]:
@@ -26,3 +35,23 @@ def int_in_range(low: int, high: int = INT64_MAX) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def add_target_argument(parser: argparse.ArgumentParser) -> None:
+    """``--target``, checked as it is read (``known_target``), defaulting to this CPU."""
+    parser.add_argument(
+        "--target",
+        type=known_target,
+        default="llvm",
+        metavar="TARGET",
+        help=f"what to compile for: {TARGET_FORMS}; default: llvm",
+    )
+
+
+def known_target(text: str) -> str:
+    """An argparse ``type`` for a target: the text as given, once the compiler knows it."""
+    try:
+        parse_target(text)
+    except TargetError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text

@@ -23,24 +23,36 @@ file; a server URL without a password gets the content of the file
 ``$TENSORTUNE_DB_PASSWORD_FILE`` names (a Docker secret) as its password.
 ``--log-format`` defaults to ``$TENSORTUNE_LOG_FORMAT``, else ``text``. The
 environment is read here, once, and nowhere deeper. ``main`` is the one place a named
-error becomes a message: bad input (an unknown op, a bad shape, an unknown tuner, a
-flag out of range) exits with code 2, as argparse does; a database or worker failure,
-or a failed health check, exits with code 1; Ctrl-C exits with 130; each prints one
-line.
+error becomes a message of one line and an exit code (``tuner.commands.EXIT_CODES``):
+
+    0    done
+    1    a failure: the database, the workers, the service, a GPU, a file; a failed
+         health check
+    2    bad input: an unknown op, a bad shape or target, an unknown tuner, a flag out
+         of range, a model that does not import (as argparse does)
+    3    an optional part of tensortune is not installed; the message names the extra
+         (``pip install 'tensortune[cuda]'``)
+    130  Ctrl-C
 
 The commands (``tuner.commands``) are imported inside ``main``: importing LLVM,
 XGBoost and SQLAlchemy takes a second or more, and a Ctrl-C meanwhile ends with one
-line too, not with a traceback from the import machinery.
+line too, not with a traceback from the import machinery. A Ctrl-C that lands while
+a library logs what it was doing (SQLAlchemy, returning a connection to its pool,
+logs the interrupted reset with its traceback) is not printed by Python's handler of
+last resort either: the one line says it.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Sequence
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``tensortune`` command line; returns its exit code."""
+    if logging.lastResort is not None:
+        logging.lastResort.addFilter(_not_an_interrupt)
     try:
         from tuner.commands import run
 
@@ -48,6 +60,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt as err:
         print(f"tensortune: {str(err) or 'interrupted'}", file=sys.stderr)
         return 130
+
+
+def _not_an_interrupt(record: logging.LogRecord) -> bool:
+    return record.exc_info is None or not isinstance(record.exc_info[1], KeyboardInterrupt)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,10 @@ from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from typing import NoReturn
 
+from compiler.codegen.target import TargetError
+from compiler.errors import MissingExtraError
+from compiler.graph import GraphError
+from compiler.runtime.cuda_driver import CudaError
 from db import DatabaseError, ImportSummary, RecordError, Role, SQLDatabase, default_url, migrate
 from db.engine import in_memory, open_engine, shown
 from db.tokens import check_secret
@@ -41,14 +45,25 @@ LOGGING_COMMANDS = ("serve", "coordinator")
 # The name ``db upgrade --admin-token-file`` registers the deployment's admin token under.
 ADMIN_TOKEN_NAME = "admin"
 
-# What each named error exits with; anything else is a bug and keeps its traceback.
+DESCRIPTION = "Find fast schedules for tensor programs and ONNX models, and build with them."
+# What each named error exits with, the first that matches; anything else is a bug and
+# keeps its traceback. tuner.cli's docstring and EPILOG say what each code means.
 EXIT_CODES: tuple[tuple[type[Exception], int], ...] = (
     (UsageError, 2),
+    (TargetError, 2),
+    (GraphError, 2),
+    (MissingExtraError, 3),
     (DatabaseError, 1),
     (WorkersError, 1),
     (ServiceError, 1),
     (HealthError, 1),
+    (CudaError, 1),
     (OSError, 1),
+)
+EPILOG = (
+    "exit codes: 0 done; 1 a failure (the database, the workers, the service, a GPU, a "
+    "file); 2 bad input (an option, a workload, a target, a model); 3 an optional part "
+    "is not installed (the message names the extra); 130 interrupted"
 )
 
 
@@ -61,7 +76,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             args.run(_database_url(args.url), args)
     except tuple(error for error, _ in EXIT_CODES) as err:
         code = next(code for error, code in EXIT_CODES if isinstance(err, error))
-        where = f"tensortune {args.command}: error" if code == 2 else "tensortune"
+        where = f"tensortune {args.command}: error" if code in (2, 3) else "tensortune"
         print(f"{where}: {_one_line(err)}", file=sys.stderr)
         return code
     return 0
@@ -104,7 +119,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="tensortune", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="tensortune", description=DESCRIPTION, epilog=EPILOG)
     parser.add_argument(
         "--log-format",
         type=_log_format,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,7 +20,7 @@ import db
 import workers
 from compiler.graph import Graph, GraphError, GraphModule, import_onnx
 from tuner import scheduler
-from tuner.arguments import int_in_range
+from tuner.arguments import add_target_argument, int_in_range
 from tuner.model_tasks import ModelTask, extract_tasks, parse_input_shapes
 from tuner.model_tune import ModelTuneOptions, ModelTuneResult, tune_model
 from tuner.tune_commands import UsageError, backend_of, worker_arguments
@@ -74,7 +75,7 @@ def model_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME=D0,D1,...",
         help="fix the dimensions of an input the model leaves open",
     )
-    parser.add_argument("--target", default="llvm", help="compile target (default: llvm)")
+    add_target_argument(parser)
 
 
 def _database_argument(parser: argparse.ArgumentParser) -> None:
@@ -96,6 +97,7 @@ def run_tune_model(url: str, args: argparse.Namespace) -> None:
 
 
 def run_model(url: str, args: argparse.Namespace) -> None:
+    _check_destinations(args)
     graph = _graph(args)
     inputs = _inputs(graph, args.inputs)
     with db.create(url) as database:
@@ -148,6 +150,20 @@ def _print_round(result: ModelTuneResult) -> None:
         file=sys.stderr,
         flush=True,
     )
+
+
+def _check_destinations(args: argparse.Namespace) -> None:
+    """Refuse ``--output`` and ``--export`` before the model is built and run, where
+    they could not be written."""
+    if args.output and not Path(args.output).absolute().parent.is_dir():
+        raise UsageError(
+            f"--output {args.output!r}: the folder {str(Path(args.output).parent)!r} does "
+            "not exist; create it first, or name a file in a folder that exists"
+        )
+    if args.export and Path(args.export).exists() and not Path(args.export).is_dir():
+        raise UsageError(
+            f"--export {args.export!r} is a file; name a folder (made if it does not exist)"
+        )
 
 
 def _graph(args: argparse.Namespace) -> Graph:

@@ -19,7 +19,7 @@ import os
 import sys
 from typing import Any
 
-from tuner.arguments import int_in_range
+from tuner.arguments import TARGET_FORMS, int_in_range, known_target
 from tuner.tune_commands import UsageError
 from workers import WorkersError
 from workers.hosts import host_resource
@@ -52,8 +52,9 @@ def add_commands(commands: Any) -> None:
         "--target",
         action="append",
         default=[],
-        metavar="T",
-        help="measure candidates of target T here (repeat for several; 'llvm' is this CPU)",
+        type=known_target,
+        metavar="TARGET",
+        help=f"measure candidates of TARGET here (repeat for several): {TARGET_FORMS}",
     )
     node.add_argument(
         "--num-cpus", type=int_in_range(0), help="CPUs the node offers (default: all)"

@@ -27,7 +27,7 @@ from compiler.workload.spec import WorkloadError, known_ops
 from db import Database, Purpose, RecordError
 from db.record import status_of
 from tuner import search
-from tuner.arguments import int_in_range
+from tuner.arguments import add_target_argument, int_in_range
 from tuner.failures import one_line
 from tuner.progress import Progress
 from tuner.search import SearchError
@@ -146,7 +146,7 @@ def workload_arguments(
         help="another argument of the op, VALUE as JSON or a word (stride=2, activation=relu)",
     )
     parser.add_argument("--spec", help="a workload spec as JSON text or a JSON file")
-    parser.add_argument("--target", default="llvm", help="compile target (default: llvm)")
+    add_target_argument(parser)
     parser.add_argument("--url", "--db", dest="url", help="database URL (default: SQLite)")
     parser.set_defaults(workload_required=required)
 

@@ -197,14 +197,15 @@ class LocalRunner(Runner):
         return result
 
     def check_target(self, target: str) -> None:
-        """A cuda target needs its GPU architecture on this host (device 0 of those
-        ``CUDA_VISIBLE_DEVICES`` leaves visible)."""
+        """A cuda target needs the cuda extra and its GPU architecture on this host
+        (device 0 of those ``CUDA_VISIBLE_DEVICES`` leaves visible)."""
         if not is_gpu_target(target):
             return
         from compiler.codegen.cuda_target import CudaTarget
         from compiler.runtime import cuda_driver
 
         wanted = CudaTarget.parse(target).arch
+        cuda_driver.require_bindings()
         reason = cuda_driver.cuda_available()
         if reason is None:
             found = cuda_driver.device_arch(0)

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compiler.codegen.llvm_types import CodegenError
-
-INSTALL_HINT = "pip install 'tensortune[cuda]'"
+from compiler.errors import MissingExtraError
 
 _ENTRY = re.compile(r"Compiling entry function '([^']+)' for '(sm_[0-9]+a?)'")
 _PROPERTIES = re.compile(r"^ptxas\s+info\s+:\s+Function properties for (\S+)")
@@ -50,13 +49,14 @@ def link_ptx(ptx: str, arch: str) -> LinkedCubin:
     """Assemble and link ``ptx`` into a cubin for ``arch`` (e.g. ``"sm_80"``).
 
     Raises CodegenError with nvJitLink's error log when the PTX does not assemble
-    for ``arch``, and one saying what to install when nvJitLink is missing."""
+    for ``arch``, and MissingExtraError (naming the extra to install) when nvJitLink
+    is missing."""
     nvjitlink = _nvjitlink()
     options = [f"-arch={arch}", "-O3", "-verbose"]
     try:
         handle = nvjitlink.create(len(options), options)
     except RuntimeError as err:  # cuda.pathfinder: libnvJitLink.so is not found
-        raise CodegenError(f"libnvJitLink cannot be loaded ({err}); {INSTALL_HINT}") from None
+        raise MissingExtraError(f"linking PTX (libnvJitLink: {err})", "cuda") from None
     except nvjitlink.nvJitLinkError as err:
         raise CodegenError(
             f"nvJitLink refused the options {options} ({err}); name an architecture like "
@@ -106,10 +106,8 @@ def parse_usage(info_log: str) -> dict[str, KernelUsage]:
 def _nvjitlink() -> Any:
     try:
         from cuda.bindings import nvjitlink
-    except ImportError as err:
-        raise CodegenError(
-            f"linking PTX needs NVIDIA's nvJitLink bindings ({err}); {INSTALL_HINT}"
-        ) from None
+    except ImportError:
+        raise MissingExtraError("linking PTX (NVIDIA's nvJitLink bindings)", "cuda") from None
     return nvjitlink
 
 

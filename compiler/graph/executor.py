@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from compiler.build import build_llvm
-from compiler.codegen.target import LLVMTarget
+from compiler.codegen.target import LLVMTarget, TargetError
+from compiler.codegen.targets import target_kind
 from compiler.graph.fuse import FusedGroup, fuse
 from compiler.graph.ir import Graph, GraphError, TensorType
 from compiler.graph.passes import fold_scale_into_conv
@@ -127,6 +128,11 @@ class GraphModule:
         *,
         database: TuningLookup | None = None,
     ) -> None:
+        if target_kind(target) != "llvm":
+            raise TargetError(
+                f"a whole model builds for CPU targets (llvm ...) only, not for {target!r}; "
+                "build its operators for the GPU one by one with compiler.build(func, target)"
+            )
         plan, functions, weights = compile_graph(graph)
         module = build_llvm(functions, target=target, database=database)
         self._start(plan, module, weights)

@@ -22,9 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from compiler.errors import CompilerError
-
-INSTALL_HINT = "pip install 'tensortune[cuda]'"
+from compiler.errors import CompilerError, MissingExtraError
 
 # Results after which the context cannot be used again: every later call in the
 # process fails with the same result (CUDA driver API, "Error Handling"). An
@@ -75,9 +73,15 @@ def cuda_available() -> str | None:
     try:
         if device_count() == 0:
             return "the CUDA driver found no GPU"
-    except CudaError as err:
+    except (CudaError, MissingExtraError) as err:
         return str(err)
     return None
+
+
+def require_bindings() -> None:
+    """Raise MissingExtraError, naming the extra to install, where the CUDA driver
+    bindings are not installed."""
+    _driver()
 
 
 def device_count() -> int:
@@ -221,9 +225,9 @@ def event_elapsed_seconds(start: Any, end: Any) -> float:
 def _driver() -> Any:
     try:
         from cuda.bindings import driver
-    except ImportError as err:
-        raise CudaError(
-            f"the CUDA driver bindings are not installed ({err}); {INSTALL_HINT}"
+    except ImportError:
+        raise MissingExtraError(
+            "running on an NVIDIA GPU (CUDA's driver bindings)", "cuda"
         ) from None
     return driver
 

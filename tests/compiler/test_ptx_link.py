@@ -10,6 +10,7 @@ from gpu_kernels import ptx
 
 from compiler.codegen.llvm_types import CodegenError
 from compiler.codegen.ptx_link import KernelUsage, link_ptx, parse_usage
+from compiler.errors import MissingExtraError
 
 nvjitlink = pytest.importorskip(
     "cuda.bindings.nvjitlink", reason="needs the cuda extra: pip install 'tensortune[cuda]'"
@@ -93,7 +94,7 @@ def test_missing_bindings_say_what_to_install(monkeypatch: pytest.MonkeyPatch) -
 
     monkeypatch.setitem(sys.modules, "cuda.bindings.nvjitlink", None)
     monkeypatch.delattr(cuda.bindings, "nvjitlink")
-    with pytest.raises(CodegenError, match=r"pip install 'tensortune\[cuda\]'"):
+    with pytest.raises(MissingExtraError, match=r"pip install 'tensortune\[cuda\]'"):
         link_ptx(ptx("sm_80"), "sm_80")
 
 
@@ -104,5 +105,5 @@ def test_a_missing_nvjitlink_library_says_what_to_install(
         raise RuntimeError('"nvJitLink" is not found')  # as cuda.pathfinder raises it
 
     monkeypatch.setattr(nvjitlink, "create", no_library)
-    with pytest.raises(CodegenError, match=r"libnvJitLink.*pip install 'tensortune\[cuda\]'"):
+    with pytest.raises(MissingExtraError, match=r"libnvJitLink.*pip install 'tensortune\[cuda\]'"):
         link_ptx(ptx("sm_80"), "sm_80")

@@ -9,6 +9,7 @@ import json
 import re
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,12 @@ KUBERNETES = sorted((ROOT / "deploy" / "kubernetes").glob("*.yaml"))
 COMPOSE = yaml.safe_load(COMPOSE_PATH.read_text())
 SERVICES: dict[str, Any] = COMPOSE["services"]
 IMAGE = "tensortune:${TENSORTUNE_VERSION:-latest}"
-TENSORTUNE_SERVICES = sorted(name for name, s in SERVICES.items() if s.get("image") == IMAGE)
+CUDA_IMAGE = "tensortune-cuda:${TENSORTUNE_VERSION:-latest}"
+TENSORTUNE_SERVICES = sorted(
+    name for name, s in SERVICES.items() if s.get("image") in (IMAGE, CUDA_IMAGE)
+)
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+LOCK = tomllib.loads((ROOT / "uv.lock").read_text())
 ONE_SHOT = {"migrate"}
 SECRETS_DIR = "/run/secrets/"
 MANIFESTS = {
@@ -192,17 +198,47 @@ def test_long_running_services_restart_and_the_migration_does_not():
 
 def test_tensortune_services_share_the_image_and_its_environment():
     assert set(TENSORTUNE_SERVICES) == set(SERVICES) - {"postgres"}
+    cuda = {name for name, service in SERVICES.items() if service["image"] == CUDA_IMAGE}
+    assert cuda == {"ray-worker-gpu"}
     shared = COMPOSE["x-tensortune-env"]
     for name in TENSORTUNE_SERVICES:
         environment = SERVICES[name]["environment"]
         assert shared.items() <= environment.items(), name
 
 
-def test_one_service_builds_the_image_from_deploy_dockerfile():
-    builds = [s["build"] for s in SERVICES.values() if "build" in s]
-    assert len(builds) == 1
-    assert (ROOT / builds[0]["context"]).resolve() == ROOT
-    assert (ROOT / builds[0]["context"] / builds[0]["dockerfile"]).resolve() == DOCKERFILE
+def test_each_image_is_built_once_from_deploy_dockerfile_with_its_extras():
+    builds = {s["image"]: s["build"] for s in SERVICES.values() if "build" in s}
+    assert set(builds) == {IMAGE, CUDA_IMAGE}
+    for build in builds.values():
+        assert (ROOT / build["context"]).resolve() == ROOT
+        assert (ROOT / build["context"] / build["dockerfile"]).resolve() == DOCKERFILE
+    assert "args" not in builds[IMAGE]
+    assert builds[CUDA_IMAGE]["args"] == {"EXTRAS": "cuda"}
+
+
+def test_image_extras_are_extras_of_the_distribution():
+    """What compose and the Kubernetes README pass as EXTRAS, which ``uv export``
+    would refuse at build time if it named no extra."""
+    extras = set(PYPROJECT["project"]["optional-dependencies"])
+    given = [build.get("args", {}).get("EXTRAS", "") for build in _builds()]
+    readme = (ROOT / "deploy" / "kubernetes" / "README.md").read_text()
+    given += re.findall(r'--build-arg EXTRAS="?([\w ]+)"?', readme)
+    assert len(given) == 4
+    for words in given:
+        assert set(words.split()) <= extras, words
+
+
+def _builds() -> list[dict[str, Any]]:
+    return [service["build"] for service in SERVICES.values() if "build" in service]
+
+
+def test_image_installs_the_locked_versions_with_their_hashes():
+    text = DOCKERFILE.read_text().replace("\\\n", " ")
+    assert "COPY pyproject.toml uv.lock ./" in text
+    assert "uv export --frozen --format requirements-txt --no-emit-project" in text
+    pip = [r for r in _runs(_dockerfile_final_stage()) if "pip install" in r]
+    assert "--require-hashes -r /wheels/requirements.txt" in pip[0]
+    assert "--no-deps /wheels/*.whl" in pip[0]
 
 
 def test_ray_worker_can_be_scaled():
@@ -347,6 +383,16 @@ def test_ray_worker_groups_carry_host_kind_resources():
         assert resources, group["groupName"]
         for resource in resources:
             assert host_resource(resource.removeprefix("target:")) == resource
+
+
+def test_kuberay_runs_the_locked_ray_and_gpu_workers_the_cuda_image():
+    cluster = _kubernetes_objects()["RayCluster", "tensortune-ray"]
+    (ray,) = [package["version"] for package in LOCK["package"] if package["name"] == "ray"]
+    assert cluster["spec"]["rayVersion"] == ray
+    for group in cluster["spec"]["workerGroupSpecs"]:
+        (container,) = group["template"]["spec"]["containers"]
+        gpu = "num-gpus" in group["rayStartParams"]
+        assert container["image"].endswith("/tensortune-cuda:0.1.0" if gpu else "/tensortune:0.1.0")
 
 
 def test_drivers_reach_the_ray_head_service_kuberay_makes():

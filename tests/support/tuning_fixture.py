@@ -39,7 +39,8 @@ def recorded_workloads(path: Path = FIXTURE) -> list[RecordedWorkload]:
         document = json.load(opened)
     loaded = []
     for entry in document["workloads"]:
-        task = TuneTask.from_spec(entry["spec"])
+        # The space of the CPU the records were made on, whatever this host is.
+        task = TuneTask.from_spec(entry["spec"], entry["target"])
         space = spaces.space_for(task.func, target=task.target)
         points = []
         throughputs = []

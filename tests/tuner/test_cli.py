@@ -3,17 +3,22 @@ workload's best trace prints, and the printed trace replays to a correct kernel.
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
+import sys
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
 
 import compiler
 import db
+from compiler.runtime import cuda_driver
 from compiler.schedule import Schedule, Trace
 from compiler.workload.spec import workload_from_spec
 from tuner.cli import main
+from tuner.commands import DESCRIPTION, build_parser
 
 SHAPE = ["24", "40", "32"]
 
@@ -47,8 +52,6 @@ def url(tmp_path) -> str:
             "no registered template",
         ),
         (["tune", "matmul", "--shape", *SHAPE, "--template", "nope"], "unknown template"),
-        (["tune", "matmul", "--shape", *SHAPE, "--target", "cuda"], "no single GPU architecture"),
-        (["tune", "matmul", "--shape", *SHAPE, "--target", "opencl"], "unknown target 'opencl'"),
         (["tune", "matmul", "--shape", *SHAPE, "--trials", "0"], "--trials must be at least 1"),
         (["tune", "missing.json"], "cannot read the spec file"),
         (["best", "matmul", "--shape", "8"], "matmul needs --shape M N K"),
@@ -67,6 +70,8 @@ def test_bad_input_exits_2_with_a_message(argv, message, url, capsys):
         (["tune", "matmul", "--shape", *SHAPE, "--tuner", "bogus"], "invalid choice: 'bogus'"),
         (["tune", "matmul", "--shape", "8", "x", "8"], "invalid int value: 'x'"),
         (["tune", "matmul", "--workers", "cloud"], "invalid choice: 'cloud'"),
+        (["tune", "matmul", "--shape", *SHAPE, "--target", "cuda"], "no single GPU architecture"),
+        (["tune", "matmul", "--shape", *SHAPE, "--target", "opencl"], "unknown target 'opencl'"),
     ],
 )
 def test_argparse_rejections_exit_2(argv, message, url, capsys):
@@ -126,3 +131,49 @@ def test_tune_then_best_prints_a_trace_that_replays(url, tmp_path, capsys, rng):
     assert stored == 8 + retimed and 1 <= retimed <= 6
     assert len(rest) == stored - 5
     assert sum(" retime " in line for line in listed + rest) == retimed
+
+
+def test_help_opens_with_one_line_saying_what_tensortune_does(monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "80")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    paragraphs = capsys.readouterr().out.split("\n\n")
+    assert paragraphs[1] == DESCRIPTION
+    assert "exit codes: 0 done; 1 a failure" in paragraphs[-1]
+
+
+def _target_flags(parser: argparse.ArgumentParser, path: str) -> Iterator[tuple[str, str]]:
+    """(command, help of --target) of every command that takes a target."""
+    for action in parser._actions:
+        if "--target" in action.option_strings:
+            yield path, action.help or ""
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _target_flags(sub, f"{path} {name}".strip())
+
+
+def test_every_command_taking_a_target_says_what_a_target_is():
+    flags = dict(_target_flags(build_parser(), ""))
+    assert {"tune", "best", "submit", "submit-model", "tune-model", "run", "ray-node"} <= set(flags)
+    for command, help_text in flags.items():
+        assert "llvm -mcpu=CPU" in help_text and "cuda -arch=sm_XX" in help_text, command
+
+
+GPU_TUNE = ["tune", "matmul", "--shape", *SHAPE, "--target", "cuda -arch=sm_80"]
+
+
+def test_a_gpu_target_without_the_cuda_extra_names_the_extra_and_exits_3(url, monkeypatch, capsys):
+    cuda_bindings = pytest.importorskip("cuda.bindings")
+    monkeypatch.setitem(sys.modules, "cuda.bindings.driver", None)
+    monkeypatch.delattr(cuda_bindings, "driver", raising=False)
+    cuda_driver._driver.cache_clear()
+    try:
+        code = main([*GPU_TUNE, "--db", url])
+    finally:
+        cuda_driver._driver.cache_clear()
+    err = capsys.readouterr().err
+    assert code == 3, err
+    assert err.count("\n") == 1 and "pip install 'tensortune[cuda]'" in err
+    with db.create(url) as database:
+        assert database.count() == 0

@@ -2,9 +2,11 @@
 succeeds or ends with one error line, never a traceback, a hang or a signal.
 
 Arguments come from hypothesis: random flags of every command, numbers at the edges
-of their types, random text, and files with random content for ``--spec`` and
-``db import``. Sizes stay at 3 or below (or beyond int64): a valid workload with a
-dimension of a billion is a long run by nature, not a fault. Ray is left out (a
+of their types, random text, and files with random content for ``--spec``, ``db
+import`` and the model commands (``tune-model``, ``run``), beside a real small model
+and one whose weights name a file beside it. Sizes stay at 3 or below (or beyond
+int64): a valid workload with a dimension of a billion is a long run by nature, not a
+fault. Ray is left out (a
 cluster start per example would dominate the time); its addresses are fuzzed only in
 forms that must be refused before any connection.
 """
@@ -17,6 +19,9 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
+import onnx
+import onnx_models
 import pytest
 from cli_server import ESCAPED, CliServer, Outcome
 from hypothesis import HealthCheck, given, settings
@@ -42,6 +47,8 @@ EDGE_NUMBERS = [
     "",
     "x",
 ]
+COMMANDS = ["tune", "best", "records", "tune-model", "run"]
+COMMANDS += ["upgrade", "current", "export", "import", "merge", "prune"]
 SMALL_SHAPED_OPS = ["matmul", "batch_matmul", "dense"]
 SMALL_SIZES = ["-1", "0", "1", "2", "3", "9223372036854775808", "99999999999999999999999", "x"]
 SPEC_VALUES = [-1, 0, 1, 2, 3, 2**63, 10**30, 1.5, 1e30, None, True, "x", [], [2, 3], [0], {}]
@@ -62,11 +69,19 @@ file_contents = st.one_of(
 
 
 class Files:
-    """Writes each example's file contents to a new file under ``folder``."""
+    """Writes each example's file contents to a new file under ``folder``, which also
+    holds ``models``: a small ONNX model, and one whose weight names a file beside it."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.names: Iterator[int] = itertools.count()
+        model = onnx_models.mlp(np.random.default_rng(0))
+        onnx.save(model, folder / "mlp.onnx")
+        (folder / "w.bin").write_bytes(
+            onnx_models.external_data(model.graph.initializer[0], "w.bin")
+        )
+        onnx.save(model, folder / "external.onnx")
+        self.models = [str(folder / "mlp.onnx"), str(folder / "external.onnx")]
 
     def write(self, content: bytes) -> str:
         path = self.folder / f"input-{next(self.names)}"
@@ -90,10 +105,52 @@ def working_command_lines(draw: st.DrawFn, url: str) -> list[str]:
 
 
 @st.composite
+def working_model_command_lines(draw: st.DrawFn, files: Files, url: str) -> list[str]:
+    """``tune-model`` or ``run`` of the small model with sensible values."""
+    model = files.models[0]
+    if draw(st.booleans()):
+        return [
+            "tune-model",
+            model,
+            "--trials",
+            draw(st.sampled_from(["1", "2", "4"])),
+            "--db",
+            url,
+        ]
+    output = str(files.folder / f"output-{next(files.names)}.npz")
+    return ["run", model, "--output", output, "--db", url]
+
+
+def model_flags(draw: st.DrawFn, files: Files, command: str) -> list[str]:
+    """Random flags of ``tune-model`` or ``run`` (after the model)."""
+
+    def flag(name: str, values: st.SearchStrategy[str]) -> list[str]:
+        return [name, draw(values)] if draw(st.booleans()) else []
+
+    folder = str(files.folder)
+    argv = flag("--shape", st.sampled_from(["x=4,16", "x=2,16", "x=", "=", "x=0,16", "y=1", "x"]))
+    argv += flag("--target", st.sampled_from(["llvm", "llvm -mcpu=nosuch", "cuda -arch=sm_80"]))
+    if command == "tune-model":
+        argv += flag(
+            "--trials", st.sampled_from(["1", "2", "0", "-1", "x", "99999999999999999999"])
+        )
+        argv += flag("--round", numbers) + flag("--seed", numbers)
+        argv += flag("--scheduler", st.sampled_from(["gradient", "round-robin", "bogus", ""]))
+    else:
+        missing = "/nonexistent/dir/out.npz"
+        argv += flag("--inputs", st.one_of(file_contents.map(files.write), text))
+        argv += flag("--output", st.sampled_from([missing, folder, f"{folder}/out.npz"]))
+        argv += flag("--export", st.sampled_from([f"{folder}/export/deeper", files.models[0]]))
+    return argv
+
+
+@st.composite
 def command_lines(draw: st.DrawFn, files: Files, url: str) -> list[str]:
     """One random command line of any ``tensortune`` command; one in four names a
     real workload sensibly (``working_command_lines``)."""
     if draw(st.integers(0, 3)) == 0:
+        if draw(st.integers(0, 3)) == 0:
+            return draw(working_model_command_lines(files, url))
         return draw(working_command_lines(url))
 
     def flag(name: str, values: st.SearchStrategy[str]) -> list[str]:
@@ -108,11 +165,7 @@ def command_lines(draw: st.DrawFn, files: Files, url: str) -> list[str]:
     spec = st.one_of(spec_dicts.map(json.dumps), text, file_contents.map(files.write))
     databases = st.sampled_from([url, url, url, "", "sqlite://", "nosuch://x", "not a url"])
     argv: list[str] = []
-    command = draw(
-        st.sampled_from(
-            ["tune", "best", "records", "upgrade", "current", "export", "import", "merge", "prune"]
-        )
-    )
+    command = draw(st.sampled_from(COMMANDS))
     if command in ("tune", "best", "records"):
         argv = [command]
         if draw(st.booleans()):
@@ -135,6 +188,9 @@ def command_lines(draw: st.DrawFn, files: Files, url: str) -> list[str]:
         argv += ["--json"] if draw(st.booleans()) else []
     elif command == "records":
         argv += flag("--limit", numbers) + flag("--before", numbers)
+    elif command in ("tune-model", "run"):
+        models = st.one_of(st.sampled_from(files.models), text, file_contents.map(files.write))
+        argv = [command, draw(models), *model_flags(draw, files, command)]
     elif command in ("upgrade", "current", "export", "import", "merge", "prune"):
         argv = ["db", command]
         if command == "upgrade":

@@ -42,11 +42,18 @@ def best(replay: Replay) -> TraceCandidate:
     return replay.exhaustive_best()
 
 
+# A fixed CPU, so that the space (whose vector knobs follow the vector width) is the same
+# on every host.
+AVX512_TARGET = "llvm -mcpu=znver4 -num-cores=2"
+
+
 def hidden_best_space() -> tuple[Space, Replay, Decisions]:
     """A matmul template of 8640 points priced by the distance of its decisions to a
     hidden best point: log2 distance of each tile, and 1 per other decision off."""
     space = create_space(
-        "template", func=workload_from_spec({"op": "matmul", "args": {"m": 32, "n": 32, "k": 16}})
+        "template",
+        func=workload_from_spec({"op": "matmul", "args": {"m": 32, "n": 32, "k": 16}}),
+        target=AVX512_TARGET,
     )
     hidden = Decisions(0, ((2, 4, 4), (2, 16), (4, 4), 1, 1, 3))
 

@@ -116,26 +116,28 @@ def test_tune_model_and_run_from_the_command_line(rng, tmp_path) -> None:
 @pytest.mark.parametrize(
     ("words", "said"),
     [
-        (["--shape", "x=1,a"], "--shape 'x=1,a'"),
-        (["--inputs", "missing.npz"], "missing.npz"),
+        (["run", "--shape", "x=1,a"], "--shape 'x=1,a'"),
+        (["run", "--inputs", "missing.npz"], "missing.npz"),
+        (["run", "--output", "missing/y.npz"], "--output 'missing/y.npz': the folder 'missing'"),
+        (["run", "--export", "{model}"], "is a file; name a folder"),
+        (["run", "--target", "cuda -arch=sm_80"], "builds for CPU targets (llvm ...) only"),
+        (["tune-model", "--target", "llvm -mcpu=foo"], "--target: target 'llvm -mcpu=foo'"),
+        (["tune-model", "--target", "opencl"], "the allowed forms are"),
     ],
 )
 def test_bad_model_arguments_are_one_line_errors(rng, tmp_path, words, said) -> None:
     path = tmp_path / "mlp.onnx"
     path.write_bytes(mlp(rng).SerializeToString())
+    command, *flags = (word.format(model=path) for word in words)
+    database = ["--db", "sqlite:///" + str(tmp_path / "t.db")]
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tuner.cli",
-            "run",
-            str(path),
-            "--db",
-            "sqlite:///" + str(tmp_path / "t.db"),
-            *words,
-        ],
+        [sys.executable, "-m", "tuner.cli", command, str(path), *database, *flags],
         capture_output=True,
         text=True,
         check=False,
+        cwd=tmp_path,
     )
     assert done.returncode == 2 and said in done.stderr, done.stderr
+    assert done.stderr.startswith(f"tensortune {command}: error: ")
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not (tmp_path / "missing").exists()

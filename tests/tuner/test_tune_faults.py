@@ -180,6 +180,33 @@ def test_ctrl_c_while_the_commands_are_imported_ends_with_one_line() -> None:
     _one_line_error(done, 130, "interrupted")
 
 
+def test_a_library_logging_the_interrupt_it_was_in_prints_no_traceback(url) -> None:
+    """As SQLAlchemy's pool does when a Ctrl-C lands in the reset of a connection it
+    takes back: logged with its traceback, to no handler. Other errors still print."""
+    script = (
+        "import logging, sys\n"
+        "from tuner.cli import main\n"
+        "main(['records', '--db', sys.argv[1]])\n"
+        "pool = logging.getLogger('sqlalchemy.pool.impl.QueuePool')\n"
+        "for error in (KeyboardInterrupt, ValueError):\n"
+        "    try:\n"
+        "        raise error\n"
+        "    except BaseException:\n"
+        "        pool.error('Exception during reset or similar', exc_info=True)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, url],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=RUN_TIMEOUT_S,
+        check=False,
+    )
+    assert "KeyboardInterrupt" not in done.stderr, done.stderr
+    assert done.stderr.count("Exception during reset or similar") == 1, done.stderr
+    assert "ValueError" in done.stderr
+
+
 def test_workers_of_a_killed_run_exit_quietly(url):
     before = _records(url)
     process = _long_run(url)
