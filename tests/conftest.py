@@ -1,8 +1,22 @@
+import compileall
 import signal
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("compiler", "tuner", "workers", "db")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Keep the bytecode of the checkout's packages before anything imports them. The
+    suite starts hundreds of Python processes (workers, commands); where
+    PYTHONDONTWRITEBYTECODE is set, none may write it, and each would compile the
+    packages again. A module whose source changed is compiled afresh, as always."""
+    for package in PACKAGES:
+        compileall.compile_dir(ROOT / package, quiet=1)
 
 
 @pytest.fixture
