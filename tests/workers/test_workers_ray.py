@@ -187,6 +187,12 @@ def ondemand_ray_started_by_the_backend(cluster: Any) -> None:
 # ---- the tests ----------------------------------------------------------------------------
 
 
+# The scenarios share one cluster of two nodes in private network namespaces, which takes
+# 1.5 minutes on 2 cores to start and run: out of CI (pytest -m slow runs them);
+# test_backend_starts_its_own_ray keeps a real Ray in every run.
+CLUSTER = pytest.mark.slow
+
+
 @pytest.fixture(scope="module")
 def cluster_outcomes() -> dict[str, dict[str, Any]]:
     reason = isolation_unavailable()
@@ -208,30 +214,36 @@ def passed(outcomes: dict[str, dict[str, Any]], name: str) -> None:
     assert outcome["ok"], outcome["error"]
 
 
+@CLUSTER
 def test_cluster_starts(cluster_outcomes: dict[str, dict[str, Any]]) -> None:
     passed(cluster_outcomes, "_startup")
 
 
+@CLUSTER
 def test_good_candidates_on_every_node(cluster_outcomes: dict[str, dict[str, Any]]) -> None:
     passed(cluster_outcomes, "cluster_good_candidates_on_every_node")
 
 
+@CLUSTER
 def test_runner_lands_on_the_node_with_the_resource(
     cluster_outcomes: dict[str, dict[str, Any]],
 ) -> None:
     passed(cluster_outcomes, "cluster_runner_lands_on_the_node_with_the_resource")
 
 
+@CLUSTER
 def test_candidates_go_only_to_nodes_of_their_target(
     cluster_outcomes: dict[str, dict[str, Any]],
 ) -> None:
     passed(cluster_outcomes, "cluster_candidates_go_only_to_nodes_of_their_target")
 
 
+@CLUSTER
 def test_each_fault_costs_one_record(cluster_outcomes: dict[str, dict[str, Any]]) -> None:
     passed(cluster_outcomes, "cluster_each_fault_costs_one_record")
 
 
+@CLUSTER
 def test_dead_node_candidates_move_to_another_host(
     cluster_outcomes: dict[str, dict[str, Any]],
 ) -> None:
