@@ -16,6 +16,7 @@ from compiler.cuda_build import build_cuda_binary
 from compiler.lower.ir_dump import IRDump
 from compiler.lower.pipeline import lower_func, to_ir_module
 from compiler.lower.prepack import prepack as prepack_module
+from compiler.lower.prepack import prepack_layout_free
 from compiler.runtime.gpu_binary import GPUBinary
 from compiler.runtime.module import Function, Module
 from compiler.runtime.signature import FuncSignature
@@ -61,10 +62,12 @@ def build(
     the default one: parallel outer loops, vectorized inner loops. Pass
     ``default_schedule=False`` to compile the loops exactly as written.
 
-    ``prepack`` names weight parameters, constant across calls, whose layout
-    conversion (made by ``transform_layout``) moves out of the functions into
-    ``<function>__pack_<param>``: the function then takes the converted weight
-    (see ``compiler.lower.prepack``).
+    A parameter that a function marks constant (``compiler.ir.layout_free``) and
+    whose layout its schedule rewrites (``transform_layout``) is converted by a
+    function of its own, ``<function>__pack_<param>`` (parameters: the weight, the
+    converted weight), to be called once per weight; the function then takes the
+    converted weight (see ``compiler.lower.prepack``). ``prepack`` names more such
+    parameters, for functions that do not mark them.
 
     ``dump_ir`` names a folder that gets the IR after every lowering pass, the LLVM IR
     before and after optimization, and the assembly, one numbered file each.
@@ -108,6 +111,7 @@ def build_llvm(
         logger.info("%s", report)
     if prepack:
         mod = prepack_module(mod, prepack)
+    mod = prepack_layout_free(mod)
     if default_schedule:
         mod = apply_default_schedule(mod, target=llvm_target)
     dump = IRDump(dump_ir) if dump_ir is not None else None

@@ -42,7 +42,7 @@ def extract_tasks(graph: Graph, target: str | LLVMTarget = "llvm") -> list[Model
     optimized, groups = optimize(graph)
     found: dict[str, ModelTask] = {}
     for group in groups:
-        task = TuneTask.from_func(group.prim_func(optimized.types), target)
+        task = TuneTask.from_func(group.prim_func(optimized), target)
         known = found.get(task.workload_key)
         if known is not None:
             found[task.workload_key] = ModelTask(

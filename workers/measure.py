@@ -20,7 +20,8 @@ from functools import partial
 import numpy as np
 
 from compiler.errors import ErrorKind
-from compiler.runtime import Function, load_module
+from compiler.runtime import Module, load_module
+from compiler.runtime.prepacked import pack_arguments
 from compiler.runtime.profiling import ProfileResult, time_raw
 from compiler.workload.key import workload_from_json, workload_key
 from compiler.workload.spec import normalize_spec, workload_from_spec
@@ -85,8 +86,10 @@ class Measurer:
             return reference
         assert build.artifact is not None
         try:
-            function = _load(build.artifact.library, build.artifact.function)
-            arrays = reference.fresh_arguments()
+            functions = _load(build.artifact.library)
+            function = functions[build.artifact.function]
+            # Constant weights are converted once, before the check and the timing.
+            arrays = pack_arguments(functions, function.name, reference.fresh_arguments())
             check_started = time.perf_counter()
             function(*arrays)
             check_seconds = time.perf_counter() - check_started
@@ -174,13 +177,13 @@ def _reference_or_reason(candidate: Candidate, seed: int) -> Reference | str:
         return f"no reference outputs for the workload: {type(err).__name__}: {err}"
 
 
-def _load(library: bytes, function_name: str) -> Function:
-    """The function from library bytes. The file is removed once loaded: the loaded
+def _load(library: bytes) -> Module:
+    """The functions of library bytes. The file is removed once loaded: the loaded
     library stays mapped, and nothing is left behind if the process dies later."""
     fd, path = tempfile.mkstemp(prefix="tensortune-run-", suffix=".so")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(library)
-        return load_module(path)[function_name]
+        return load_module(path)
     finally:
         os.unlink(path)

@@ -3,10 +3,12 @@ tuning database's best schedule where it has one) and called in order on buffers
 that are allocated once.
 
 Groups that are the same workload (a block repeated through a network) are one
-function of the module. What runs is a Plan: the steps (function, values read, value
-made) and the type of every value, plain data, so that ``export`` writes a model as
-one shared library, the plan as JSON and the weights as an .npz, and ``load`` runs
-it again without the compiler or the database.
+function of the module. What runs is a Plan (``compiler.graph.plan``): the steps
+(function, values read, value made) and the type of every value, plain data, so that
+``export`` writes a model as one shared library, the plan as JSON and the weights
+as an .npz, and ``load`` runs it again without the compiler or the database.
+Weights that a tuned kernel reads in its own layout are converted once, when the
+model is built (``compiler.graph.weight_packing``), and exported converted.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import json
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +26,10 @@ from compiler.build import build_llvm
 from compiler.codegen.target import LLVMTarget, TargetError
 from compiler.codegen.targets import target_kind
 from compiler.graph.fuse import FusedGroup, fuse
-from compiler.graph.ir import Graph, GraphError, TensorType
+from compiler.graph.ir import Graph, GraphError
 from compiler.graph.passes import fold_scale_into_conv
+from compiler.graph.plan import Plan, Step
+from compiler.graph.weight_packing import pack_weights
 from compiler.ir.function import IRModule, PrimFunc
 from compiler.runtime import load_module
 from compiler.runtime.module import Module
@@ -44,59 +47,6 @@ def optimize(graph: Graph) -> tuple[Graph, list[FusedGroup]]:
     return optimized, fuse(optimized)
 
 
-@dataclass(frozen=True)
-class Step:
-    """Call ``function`` (of workload ``key``, the fused group ``kind``) on ``inputs``,
-    writing ``output``."""
-
-    function: str
-    key: str
-    inputs: tuple[str, ...]
-    output: str
-    kind: str = ""
-
-
-@dataclass(frozen=True)
-class Plan:
-    inputs: dict[str, TensorType]
-    outputs: tuple[str, ...]
-    types: dict[str, TensorType]
-    steps: tuple[Step, ...]
-
-    def to_json(self) -> dict[str, Any]:
-        def typed(types: Mapping[str, TensorType]) -> dict[str, Any]:
-            return {name: {"shape": list(t.shape), "dtype": t.dtype} for name, t in types.items()}
-
-        return {
-            "inputs": typed(self.inputs),
-            "outputs": list(self.outputs),
-            "types": typed(self.types),
-            "steps": [
-                {
-                    "function": s.function,
-                    "key": s.key,
-                    "inputs": list(s.inputs),
-                    "output": s.output,
-                    "kind": s.kind,
-                }
-                for s in self.steps
-            ],
-        }
-
-    @staticmethod
-    def from_json(document: Mapping[str, Any]) -> Plan:
-        def typed(types: Mapping[str, Any]) -> dict[str, TensorType]:
-            return {n: TensorType(tuple(t["shape"]), t["dtype"]) for n, t in types.items()}
-
-        steps = tuple(
-            Step(s["function"], s["key"], tuple(s["inputs"]), s["output"], s.get("kind", ""))
-            for s in document["steps"]
-        )
-        return Plan(
-            typed(document["inputs"]), tuple(document["outputs"]), typed(document["types"]), steps
-        )
-
-
 def compile_graph(graph: Graph) -> tuple[Plan, IRModule, dict[str, np.ndarray]]:
     """The plan of ``graph``, the module of its distinct functions (``f0``, ``f1``, ...,
     in the order they first run) and its weights."""
@@ -105,7 +55,7 @@ def compile_graph(graph: Graph) -> tuple[Plan, IRModule, dict[str, np.ndarray]]:
     names: dict[str, str] = {}
     steps = []
     for group in groups:
-        func = group.prim_func(optimized.types)
+        func = group.prim_func(optimized)
         key = workload_key(func)
         if key not in names:
             names[key] = f"f{len(names)}"
@@ -135,7 +85,8 @@ class GraphModule:
             )
         plan, functions, weights = compile_graph(graph)
         module = build_llvm(functions, target=target, database=database)
-        self._start(plan, module, weights)
+        plan, packed = pack_weights(plan, module, weights)
+        self._start(plan, module, packed)
 
     def _start(self, plan: Plan, module: Module, weights: Mapping[str, np.ndarray]) -> None:
         self.plan = plan

@@ -11,6 +11,8 @@ A group's function takes the values it reads from outside (model inputs, weights
 other groups' outputs) as parameters named ``p0``, ``p1``, ... in the order it
 first reads them, and its output last: two groups that compute the same thing on
 values of the same types are the same workload, whatever the values are called.
+The parameters that are the model's weights are marked constant
+(``compiler.ir.layout_free``), so a schedule may store them in its own layout.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from compiler import te
-from compiler.graph.ir import Graph, Node, TensorType
+from compiler.graph.ir import Graph, Node
 from compiler.graph.ops import OPS, Pattern, tensor_of
 from compiler.ir.function import PrimFunc
+from compiler.ir.layout_free import mark_layout_free
 
 # Groups that an elementwise or broadcast node may join as their epilogue.
 TAKES_EPILOGUE = (Pattern.COMPLEX, Pattern.ELEMWISE, Pattern.BROADCAST)
@@ -44,8 +47,10 @@ class FusedGroup:
         """The ops of the group, joined: ``conv2d_add_relu``."""
         return "_".join(node.op for node in self.nodes)
 
-    def prim_func(self, types: dict[str, TensorType]) -> PrimFunc:
-        """The group as one function of its inputs (``p0``, ``p1``, ...) and output."""
+    def prim_func(self, graph: Graph) -> PrimFunc:
+        """The group as one function of its inputs (``p0``, ``p1``, ...) and output,
+        with the inputs that are constants of ``graph`` marked so."""
+        types = graph.types
         placeholders = {
             value: te.placeholder(types[value].shape, types[value].dtype, name=f"p{k}")
             for k, value in enumerate(self.inputs)
@@ -53,7 +58,9 @@ class FusedGroup:
         tensors = dict(placeholders)
         for node in self.nodes:
             tensors[node.output] = tensor_of(node, [tensors[value] for value in node.inputs])
-        return te.create_prim_func([*placeholders.values(), tensors[self.output]])
+        func = te.create_prim_func([*placeholders.values(), tensors[self.output]])
+        weights = [k for k, value in enumerate(self.inputs) if value in graph.constants]
+        return mark_layout_free(func, weights) if weights else func
 
 
 def fuse(graph: Graph) -> list[FusedGroup]:

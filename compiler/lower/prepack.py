@@ -7,18 +7,20 @@ dense's kernel) that work is wasted after the first call. ``prepack`` splits suc
 a conversion out of the function: the function then takes the weight already in
 the new layout, and a second function ``<name>__pack_<param>`` (parameters: the
 weight, the converted weight) does the conversion, to be called once per weight.
-This is TVM's ``layout_free_placeholders``, asked for at build time because only
-the caller knows which arrays stay constant.
+This is TVM's ``layout_free_placeholders``: a function marks its constant
+parameters (``compiler.ir.layout_free``) and every build splits their conversions
+out (``prepack_layout_free``), or a caller names the parameters at build time.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from compiler.errors import CompilerError
 from compiler.ir.buffer import Buffer
 from compiler.ir.function import IRModule, PrimFunc
+from compiler.ir.layout_free import layout_free_params
 from compiler.ir.stmt import Block, BlockRealize, Stmt, seq, true_predicate
 from compiler.schedule.primitives.dataflow import (
     leaf_realizes,
@@ -51,8 +53,33 @@ def prepack(mod: IRModule, params: Sequence[str]) -> IRModule:
         for name in hits:
             main, pack = split_conversion(functions[name], param)
             functions[name] = main
-            functions[f"{name}{PACK_SUFFIX}{param}"] = pack
+            functions[pack_function_name(name, param)] = pack
     return IRModule(functions)
+
+
+def prepack_layout_free(mod: IRModule) -> IRModule:
+    """``mod`` with the layout conversion of every parameter a function marks
+    constant split out, where the function has one."""
+    functions = dict(mod.items())
+    for name, func in mod.items():
+        for param in layout_free_params(func):
+            if _conversion(functions[name], param.name) is not None:
+                main, pack = split_conversion(functions[name], param.name)
+                functions[name] = main
+                functions[pack_function_name(name, param.name)] = pack
+    return IRModule(functions)
+
+
+def pack_function_name(func_name: str, param: str) -> str:
+    """The name of the function that converts ``param`` of ``func_name``."""
+    return f"{func_name}{PACK_SUFFIX}{param}"
+
+
+def pack_functions(names: Iterable[str], func_name: str) -> dict[str, str]:
+    """Among the function names ``names``, those that convert a parameter of
+    ``func_name``: parameter name -> converting function's name."""
+    prefix = f"{func_name}{PACK_SUFFIX}"
+    return {name[len(prefix) :]: name for name in names if name.startswith(prefix)}
 
 
 def split_conversion(func: PrimFunc, param: str) -> tuple[PrimFunc, PrimFunc]:

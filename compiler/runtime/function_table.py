@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
+from compiler.lower.prepack import PACK_SUFFIX
+
 F = TypeVar("F")
 
 
@@ -42,12 +44,14 @@ class FunctionTable(Mapping[str, F], Generic[F]):
 
 
 def entry_of(names: Iterable[str]) -> str:
-    """The entry among ``names``: "main", or the only name."""
+    """The entry among ``names``: "main", or the only name besides the functions that
+    convert its weights (``compiler.lower.prepack``)."""
     listed = list(names)
     if "main" in listed:
         return "main"
-    if len(listed) == 1:
-        return listed[0]
+    kernels = [name for name in listed if PACK_SUFFIX not in name]
+    if len(kernels) == 1:
+        return kernels[0]
     raise KeyError(
         f"this module has several functions {sorted(listed)} and none is 'main'; call one "
         "by name: lib[name](...)"

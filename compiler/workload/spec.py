@@ -24,6 +24,7 @@ from compiler import te, topi
 from compiler.errors import CompilerError
 from compiler.ir import expr as E
 from compiler.ir.function import PrimFunc
+from compiler.ir.layout_free import LayoutFreeError, mark_layout_free
 from compiler.te import Tensor
 from compiler.topi.utils import normalize_axes
 
@@ -32,6 +33,7 @@ MAX_ELEMENTS = 2**31
 MAX_NDIM = 8
 MAX_TENSORS = 64
 DTYPES = E.FLOAT_DTYPES
+SPEC_KEYS = ("op", "args", "constants")
 
 
 class WorkloadError(CompilerError, ValueError):
@@ -91,8 +93,10 @@ def normalize_spec(spec: Any) -> dict[str, Any]:
             f"spec: must be a dict with keys 'op' and 'args', got {type(spec).__name__}"
         )
     for key in spec:
-        if key not in ("op", "args"):
-            raise WorkloadError(f"spec.{key}: unknown key; a spec has only 'op' and 'args'")
+        if key not in SPEC_KEYS:
+            raise WorkloadError(
+                f"spec.{key}: unknown key; a spec has only {', '.join(map(repr, SPEC_KEYS))}"
+            )
     if "op" not in spec:
         raise WorkloadError(f"op: missing; known ops: {', '.join(known_ops())}")
     name = spec["op"]
@@ -101,7 +105,21 @@ def normalize_spec(spec: Any) -> dict[str, Any]:
     args = spec.get("args", {})
     if not isinstance(args, Mapping):
         raise WorkloadError(f"args: must be a dict of argument values, got {type(args).__name__}")
-    return {"op": name, "args": _check_args(OPS[name], args)}
+    normalized: dict[str, Any] = {"op": name, "args": _check_args(OPS[name], args)}
+    constants = _check_constants(spec.get("constants", []))
+    if constants:
+        normalized["constants"] = constants
+    return normalized
+
+
+def _check_constants(value: Any) -> list[str]:
+    """The ``constants`` of a spec: names of inputs whose data stays the same from call
+    to call (weights), which a schedule may store in any layout."""
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise WorkloadError(
+            f'constants: must be a list of input names (such as ["W"]), got {value!r}'
+        )
+    return sorted(set(value))
 
 
 def _check_args(op: OpSpec, args: Mapping[Any, Any]) -> dict[str, Any]:
@@ -139,7 +157,12 @@ def workload_from_normalized_spec(normalized: Mapping[str, Any]) -> PrimFunc:
         raise WorkloadError(f"args: {err}") from err
     func = te.create_prim_func(tensors)
     _check_sizes(func)
-    return func
+    if "constants" not in normalized:
+        return func
+    try:
+        return mark_layout_free(func, normalized["constants"])
+    except LayoutFreeError as err:
+        raise WorkloadError(f"constants: {err}") from None
 
 
 def _check_sizes(func: PrimFunc) -> None:

@@ -1,9 +1,14 @@
-"""Postprocessing of a generated space's candidate: the parallel, vector and unroll
-sizes sampled on the root block (``rules.parallel_vectorize_unroll``) become loop
-kinds, with the ordinary traced primitives, so the candidate's trace alone
-replays the program (MetaSchedule's RewriteParallelVectorizeUnroll).
+"""Postprocessing of a generated space's candidate: constant weights laid out the
+way the tiled loops read them, and the parallel, vector and unroll sizes sampled on
+the root block (``rules.parallel_vectorize_unroll``) made loop kinds, with the
+ordinary traced primitives, so the candidate's trace alone replays the program
+(MetaSchedule's RewriteLayout and RewriteParallelVectorizeUnroll).
 
-In this order, so each sees what the one before left serial:
+First the **layout rewrite** of every parameter the workload marks constant
+(``compiler.schedule.layout_rewrite``), while the loops are still the tiling's:
+its block sizes are the tile sizes the candidate's decisions chose. A build then
+converts the weight once, outside every call. Then, in this order, so each sees
+what the one before left serial:
 
 1. **Vectorize** the innermost loop of every block when it is spatial, holds the
    block alone and runs at most ``lanes`` iterations: whole, as the default
@@ -28,6 +33,7 @@ from functools import partial
 from compiler.ir.expr import IntImm
 from compiler.ir.stmt import BlockRealize, For, ForKind
 from compiler.schedule import BlockRV, Schedule, ScheduleError
+from compiler.schedule.layout_rewrite import rewrite_layout_free
 from tuner.space.rules.analysis import (
     SCALAR_CALLS,
     SPATIAL,
@@ -41,8 +47,10 @@ from tuner.space.rules.parallel_vectorize_unroll import PARALLEL, UNROLL, VECTOR
 
 
 def postprocess(sch: Schedule) -> Schedule:
-    """``sch`` with its root block's sampled sizes realised as loop kinds; ``sch``
-    itself when it has none. Raises ScheduleError for a size no loop can take."""
+    """``sch`` with its constant weights laid out for its loops and its root block's
+    sampled sizes realised as loop kinds. Raises ScheduleError for a size no loop can
+    take."""
+    rewrite_layout_free(sch)
     root = sch.get_block("root")
     sizes = sch.get(root).annotations
     if not any(key in sizes for key in (PARALLEL, VECTORIZE, UNROLL)):

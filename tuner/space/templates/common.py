@@ -1,9 +1,11 @@
-"""Helpers the templates share: reading loops and blocks, and parallelizing."""
+"""Helpers the templates share: reading loops and blocks, constant weights, and
+parallelizing."""
 
 from __future__ import annotations
 
 from compiler.codegen.target import LLVMTarget
 from compiler.ir.expr import IntImm
+from compiler.ir.layout_free import layout_free_params
 from compiler.schedule import BlockRV, LoopRV, Schedule
 from tuner.space.base import SpaceError
 from tuner.space.config import ConfigEntity
@@ -46,6 +48,13 @@ def blocks_after(sch: Schedule, block: BlockRV) -> list[BlockRV]:
 
 def blocks_named(sch: Schedule, prefix: str) -> list[BlockRV]:
     return [b for b in sch.get_child_blocks(sch.get_block("root")) if b.name.startswith(prefix)]
+
+
+def has_constant_weights(sch: Schedule) -> bool:
+    """Whether the workload marks a parameter constant (``compiler.ir.layout_free``):
+    a template may then offer to store it in the layout its tiling reads
+    (``compiler.schedule.layout_rewrite``), converted once at build time."""
+    return bool(layout_free_params(sch.mod["main"]))
 
 
 # The choices of a template's ``parallel`` knob: how many chunks of the parallel loop

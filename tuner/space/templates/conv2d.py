@@ -13,6 +13,9 @@ over the channels, and runs the reduction (``rc ry rx``) around it:
 - padding computed in place (inlined) or as its own pass;
 - the input tile a micro-kernel pass reads packed into a contiguous buffer
   (``cache_read`` computed at ``rc0``: data packing) or read in place;
+- when the workload marks the kernel constant (a model's weight), the kernel kept
+  in the caller's layout or stored once, at build time, in the order the tiles
+  read it (``weight_layout``: Ansor's layout rewrite);
 - a local accumulator written back outside the reduction, its init split out;
 - the outermost loops fused until every thread gets 1, 4 or 16 chunks, and run in
   parallel.
@@ -21,6 +24,7 @@ over the channels, and runs the reduction (``rc ry rx``) around it:
 from __future__ import annotations
 
 from compiler.schedule import BlockRV, LoopRV, Schedule
+from compiler.schedule.layout_rewrite import rewrite_layout_free
 from tuner.space.config import ConfigEntity
 from tuner.space.registry import template
 from tuner.space.templates.common import (
@@ -29,6 +33,7 @@ from tuner.space.templates.common import (
     blocks_named,
     cpu_target,
     extent,
+    has_constant_weights,
     kernel_tiles,
     parallelize,
     vector_tiles,
@@ -67,6 +72,8 @@ def conv2d_nchw_x86(cfg: ConfigEntity, sch: Schedule) -> None:
     cfg.define_knob("pad", ["inline", "root"] if pads else ["none"])
     cfg.define_knob("pack_data", ["none", "rc0"])
     cfg.define_knob("parallel", list(PARALLEL_GRAINS))
+    if has_constant_weights(sch):
+        cfg.define_knob("weight_layout", ["caller", "tiled"])
 
     o0, o1, o2 = cfg["tile_o"].apply(sch, o)
     y0, y1 = cfg["tile_y"].apply(sch, y)
@@ -75,6 +82,8 @@ def conv2d_nchw_x86(cfg: ConfigEntity, sch: Schedule) -> None:
     outer = cfg["order"].apply(sch, [o0, y0, x0, o1, y1])
     reduction = cfg["reduce_order"].apply(sch, [rc0, rc1, ry, rx])
     sch.reorder(n, *outer, *reduction, o2, xv)
+    if has_constant_weights(sch) and cfg["weight_layout"].val == "tiled":
+        rewrite_layout_free(sch)
 
     _place_padding(sch, pads, cfg["pad"].val)
     if cfg["pack_data"].val == "rc0":

@@ -11,7 +11,9 @@ The schedule is the classic CPU GEMM of ``benchmarks/gemm.py``, as a space:
 - a local accumulator (``cache_write``) written back right outside the reduction,
   with its initialization split out (``decompose_reduction``);
 - the right operand packed into a contiguous panel (``cache_read`` computed at
-  ``j0`` or ``k0``) or read in place;
+  ``j0`` or ``k0``) or read in place; when the workload marks it constant (a
+  model's weight), also stored once, at build time, in the order the tiles read
+  it (``tiled``: Ansor's layout rewrite, so no call packs anything);
 - the outermost loops fused until every thread gets 1, 4 or 16 chunks, and run in
   parallel, or none.
 
@@ -23,6 +25,7 @@ nested) is a ScheduleError, which the search skips.
 from __future__ import annotations
 
 from compiler.schedule import Schedule
+from compiler.schedule.layout_rewrite import rewrite_layout_free
 from tuner.space.config import ConfigEntity
 from tuner.space.registry import template
 from tuner.space.templates.common import (
@@ -30,6 +33,7 @@ from tuner.space.templates.common import (
     blocks_after,
     cpu_target,
     extent,
+    has_constant_weights,
     kernel_tiles,
     parallelize,
     vector_tiles,
@@ -52,8 +56,8 @@ def batch_matmul_x86(cfg: ConfigEntity, sch: Schedule) -> None:
 @template("dense.x86", blocks=("T_dense",))
 def dense_x86(cfg: ConfigEntity, sch: Schedule) -> None:
     """Dense reads its weight as ``W[j, k]``, so the vector loop over ``j`` gathers
-    with a stride of K; the packed copy keeps that layout (there is no layout
-    transform among the primitives) but puts the panel in L1."""
+    with a stride of K; the packed copy keeps that layout but puts the panel in L1,
+    and a constant weight stored ``tiled`` is read contiguously."""
     gemm_template(cfg, sch, "T_dense", batch=False)
 
 
@@ -79,7 +83,9 @@ def gemm_template(cfg: ConfigEntity, sch: Schedule, block_name: str, *, batch: b
     )
     cfg.define_split("tile_k", k, num_outputs=2, policy="factors")
     cfg.define_reorder("order", 4, policy="candidate", candidate=ORDERS)
-    cfg.define_knob("pack_b", ["none", "j0", "k0"])
+    cfg.define_knob(
+        "pack_b", ["none", "j0", "k0", *(["tiled"] if has_constant_weights(sch) else [])]
+    )
     cfg.define_knob("parallel", [0, *PARALLEL_GRAINS])
 
     i0, i1, i2 = cfg["tile_i"].apply(sch, i)
@@ -90,7 +96,9 @@ def gemm_template(cfg: ConfigEntity, sch: Schedule, block_name: str, *, batch: b
 
     named = {"j0": j0, "k0": k0}
     pack = cfg["pack_b"].val
-    if pack != "none":
+    if pack == "tiled":
+        rewrite_layout_free(sch)
+    elif pack != "none":
         packed = sch.cache_read(block, 1, "global")
         sch.compute_at(packed, named[pack])
         copy_loops = sch.get_loops(packed)

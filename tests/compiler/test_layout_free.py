@@ -1,0 +1,219 @@
+"""Constant weights laid out the way the tiled loops read them: the derived layout,
+its conversion split out of the kernel by every build, the packed and unpacked
+kernels against numpy on random data, the generated space and the measurer, and a
+whole model whose exported weights are stored packed."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+from graph_builder import CONV, GraphBuilder
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from quick_measure import QUICK
+
+import compiler
+import db
+from compiler import te
+from compiler.graph import GraphModule, optimize
+from compiler.ir.layout_free import LayoutFreeError, layout_free_positions, mark_layout_free
+from compiler.lower.prepack import pack_functions
+from compiler.runtime.prepacked import pack_arguments
+from compiler.schedule import Schedule, Trace
+from compiler.schedule.layout_rewrite import rewrite_layout_free
+from compiler.topi.reference import conv2d_nchw_im2col
+from compiler.workload.key import workload_key, workload_to_json
+from compiler.workload.spec import WorkloadError, workload_from_spec
+from tuner.space.generated import GeneratedSpace
+from tuner.space_choice import choose_space
+from workers.base import Candidate
+from workers.compile_candidate import build_candidate
+from workers.measure import Measurer
+
+DENSE = {"op": "dense", "args": {"batch": 3, "in_features": 48, "out_features": 40}}
+
+
+def matmul(m: int, n: int, k: int) -> compiler.ir.PrimFunc:
+    a = te.placeholder((m, k), "float32", name="A")
+    b = te.placeholder((k, n), "float32", name="B")
+    r = te.reduce_axis((0, k), name="r")
+    c = te.compute((m, n), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="C")
+    return te.create_prim_func([a, b, c])
+
+
+def divisors(size: int) -> list[int]:
+    return [d for d in range(1, size + 1) if size % d == 0]
+
+
+@st.composite
+def tilings(draw: st.DrawFn) -> tuple[list[int], list[int], list[int]]:
+    """Splits of j (24) in three and k (20) in two, and an order of the six loops."""
+    j0 = draw(st.sampled_from(divisors(24)))
+    j1 = draw(st.sampled_from(divisors(24 // j0)))
+    k0 = draw(st.sampled_from(divisors(20)))
+    order = draw(st.permutations(range(6)))
+    return [j0, j1, 24 // (j0 * j1)], [k0, 20 // k0], list(order)
+
+
+@settings(max_examples=25, deadline=None)
+@given(tilings())
+def test_a_rewritten_weight_computes_what_the_caller_layout_does(tiling) -> None:
+    """Whatever the tiling, the weight read in the derived layout (converted by the
+    pack function) gives numpy's product; the kernel no longer converts it."""
+    j_split, k_split, order = tiling
+    sch = Schedule(mark_layout_free(matmul(5, 24, 20), ["B"]))
+    block = sch.get_block("C")
+    i, j, k = sch.get_loops(block)
+    loops = [i, *sch.split(j, j_split), *sch.split(k, k_split)]
+    sch.reorder(*[loops[p] for p in order])
+    rewritten = rewrite_layout_free(sch)
+    module = compiler.build(sch.mod)
+    assert sorted(module) == sorted(["main", *[f"main__pack_{p}" for p in rewritten]])
+    rng = np.random.default_rng(7)
+    a = rng.uniform(-1, 1, (5, 20)).astype("float32")
+    b = rng.uniform(-1, 1, (20, 24)).astype("float32")
+    arrays = pack_arguments(module, "main", [a, b, np.zeros((5, 24), "float32")])
+    module["main"](*arrays)
+    np.testing.assert_allclose(arrays[2], a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_the_layout_follows_the_loops_that_read_the_weight() -> None:
+    sch = Schedule(mark_layout_free(matmul(8, 64, 32), ["B"]))
+    block = sch.get_block("C")
+    i, j, k = sch.get_loops(block)
+    j0, j1 = sch.split(j, [4, 16])
+    k0, k1 = sch.split(k, [8, 4])
+    sch.reorder(j0, i, k0, k1, j1)
+    assert rewrite_layout_free(sch) == ["B"]
+    (rewrite,) = [inst for inst in sch.trace.instructions if inst.kind == "transform_layout"]
+    assert rewrite.inputs["index_map"] == "d0, d1 -> d1 // 16, d0, d1 % 16"
+
+
+def test_an_unmarked_weight_and_an_unchanged_layout_are_left_alone() -> None:
+    unmarked = Schedule(matmul(8, 16, 8))
+    assert rewrite_layout_free(unmarked) == [] and len(unmarked.trace.instructions) == 0
+    in_order = Schedule(mark_layout_free(matmul(8, 16, 8), ["B"]))
+    i, j, k = in_order.get_loops(in_order.get_block("C"))
+    in_order.reorder(i, k, j)
+    assert rewrite_layout_free(in_order) == []  # the loops already read B[k, j] in order
+    assert list(compiler.build(in_order.mod)) == ["main"]
+
+
+def test_the_mark_is_part_of_the_workload_and_names_a_wrong_parameter() -> None:
+    plain = workload_from_spec(DENSE)
+    marked = workload_from_spec({**DENSE, "constants": ["W"]})
+    assert layout_free_positions(marked) == (1,) and layout_free_positions(plain) == ()
+    assert workload_key(marked) != workload_key(plain)
+    listing = r"\['X', 'W', 'bias', 'T_dense_bias'\]"
+    with pytest.raises(WorkloadError, match=rf"constants: .*'V'.*{listing}"):
+        workload_from_spec({**DENSE, "constants": ["V"]})
+    with pytest.raises(LayoutFreeError, match="output"):
+        mark_layout_free(plain, ["T_dense_bias"])
+
+
+def rewrites(trace: str, param: str) -> bool:
+    """Whether ``trace`` lays out the parameter ``param``."""
+    return any(
+        inst.kind == "transform_layout" and inst.inputs["buffer"] == param
+        for inst in Trace.from_json(trace).instructions
+    )
+
+
+CONV2D = {
+    "op": "conv2d_nchw",
+    "args": {
+        "batch": 1,
+        "in_channels": 8,
+        "height": 10,
+        "width": 10,
+        "out_channels": 16,
+        "kernel": 3,
+        "padding": 1,
+    },
+}
+CONSTANT_WEIGHT = {
+    "dense": ({**DENSE, "constants": ["W"]}, "W"),
+    "conv2d": ({**CONV2D, "constants": ["kernel"]}, "kernel"),
+}
+
+
+def rewriting_candidate(space, param: str, seed: int) -> str:
+    """The trace of a candidate of ``space`` that rewrites the layout of ``param``."""
+    rng = random.Random(seed)
+    for _ in range(200):
+        candidate = space.sample(rng)
+        if rewrites(candidate.trace_json, param):
+            return candidate.trace_json
+    raise AssertionError(f"no candidate of 200 rewrote the layout of {param}")
+
+
+@pytest.mark.parametrize("space_kind", ["generated", "template"])
+@pytest.mark.parametrize("op", sorted(CONSTANT_WEIGHT))
+def test_the_measurer_converts_the_weight_once_outside_the_timed_calls(op, space_kind) -> None:
+    """Candidates of both spaces that store the weight in their own layout pass the
+    check against numpy: the measurer calls the pack function before the kernel."""
+    spec, param = CONSTANT_WEIGHT[op]
+    func = workload_from_spec(spec)
+    space = choose_space(space_kind, func, target="llvm")
+    for seed in range(2):
+        trace = rewriting_candidate(space, param, seed)
+        candidate = Candidate(workload_to_json(func), trace, "llvm", spec=json.dumps(spec))
+        build = build_candidate(candidate)
+        assert build.ok, build.error
+        result = Measurer(host="here").measure(build, QUICK)
+        assert result.ok, result.error
+
+
+def conv_relu_graph(rng: np.random.Generator) -> tuple[GraphBuilder, dict[str, np.ndarray]]:
+    weights = {"w1": rng.standard_normal((8, 4, 3, 3)), "w2": rng.standard_normal((8, 8, 1, 1))}
+    b = GraphBuilder()
+    b.input("x", (1, 4, 10, 10))
+    for name, array in weights.items():
+        b.constant(name, array)
+    b.node("conv2d", "x", "w1", out="c1", **CONV)
+    b.node("relu", "c1", out="r1")
+    b.node("conv2d", "r1", "w2", out="y", **{**CONV, "padding": (0, 0, 0, 0)})
+    return b, {k: v.astype("float32") for k, v in weights.items()}
+
+
+def database_with_rewritten_convolutions(graph) -> db.Database:
+    """A database whose best record for each convolution rewrites its weight."""
+    database = db.create("memory")
+    optimized, groups = optimize(graph)
+    for group in groups:
+        func = group.prim_func(optimized)
+        space = GeneratedSpace(func, target="llvm")
+        rng = random.Random(3)
+        trace = next(
+            c.trace_json
+            for c in (space.sample(rng) for _ in range(50))
+            if rewrites(c.trace_json, func.params[1].name)
+        )
+        database.commit_workload(func)
+        database.commit_records([db.Measurement.ok(workload_key(func), "llvm", trace, [1e-3])])
+    return database
+
+
+def test_a_model_runs_and_exports_its_weights_packed(rng, tmp_path) -> None:
+    b, weights = conv_relu_graph(rng)
+    graph = b.returns("y")
+    module = GraphModule(graph, database=database_with_rewritten_convolutions(graph))
+    packed = [v for step in module.plan.steps for v in step.inputs if "@" in v]
+    assert len(packed) == 2
+    assert all(pack_functions(module.module, step.function) for step in module.plan.steps)
+
+    x = rng.standard_normal((1, 4, 10, 10)).astype("float32")
+    hidden = np.maximum(conv2d_nchw_im2col(x, weights["w1"], 1, 1), 0)
+    expected = conv2d_nchw_im2col(hidden, weights["w2"], 1, 0)
+    np.testing.assert_allclose(module.run(x=x)["y"], expected, rtol=1e-4, atol=1e-4)
+
+    module.export(tmp_path / "model")
+    with np.load(tmp_path / "model" / "weights.npz") as stored:
+        assert sorted(stored.files) == sorted(packed)  # the caller's layouts are not kept
+        shapes = {name: stored[name].shape for name in stored.files}
+    assert all(shape != weights[name.split("@")[0]].shape for name, shape in shapes.items())
+    loaded = GraphModule.load(tmp_path / "model")
+    np.testing.assert_array_equal(loaded.run(x=x)["y"], module.run(x=x)["y"])
