@@ -15,6 +15,7 @@ import numpy as np
 from onnx_peer import session_for
 
 import compiler
+from compiler.ir.layout_free import layout_free_positions
 from compiler.runtime.profiling import time_raw
 from compiler.topi.reference import numpy_function
 from tuner.task import TuneTask
@@ -49,7 +50,7 @@ def baselines(task: TuneTask, spec: dict[str, Any], arrays: list[np.ndarray]) ->
     expected = reference(*inputs)
     numpy_seconds = seconds_per_call(lambda: reference(*inputs))
     row: dict[str, Any] = {"numpy_gflops": task.gflops(numpy_seconds)}
-    peer = session_for(spec, inputs, arrays[-1].ndim)
+    peer = session_for(spec, inputs, arrays[-1].ndim, layout_free_positions(task.func))
     if peer is not None:
         np.testing.assert_allclose(
             peer.in_workload_layout(peer.run()), expected, rtol=1e-3, atol=1e-3

@@ -1,18 +1,19 @@
-"""Whole models against onnxruntime: ResNet-18 and a BERT-base encoder layer, with the
-default schedules and tuned under one trial budget, in one run.
+"""Whole models against onnxruntime: ResNet-18, a BERT-base encoder layer and
+MobileNetV2, with the default schedules and tuned under one trial budget, in one run.
 
-    python benchmarks/model.py                          # both models, 2000 trials each
+    python benchmarks/model.py                          # every model, 2000 trials each
     python benchmarks/model.py --trials 0               # default schedules only
     python benchmarks/model.py --models bert --trials 32 --json   # last line: one JSON object
     python benchmarks/model.py --small --trials 8       # shrunken models, seconds
 
 Per model (built by ``model_zoo.py`` with fixed random weights) it prints
 onnxruntime's latency (all cores, the median of ORT_RUNS runs after a warm-up), ours
-with the default schedules (the median of OUR_RUNS runs after a warm-up) and the
-largest difference of our output from onnxruntime's; then, with a budget, it tunes
-the model's tasks (``tuner.model_tune``) with the local workers into a temporary
-SQLite database, printing each round on stderr, and times and checks the model
-built from that database the same way. The task table gives each task's kind,
+with the default schedules (the median of OUR_RUNS runs after a warm-up), the largest
+difference of our output from onnxruntime's, the kernels a run calls and the time a
+run spends outside them, per kernel (copying inputs and outputs, the calls); then,
+with a budget, it tunes the model's tasks (``tuner.model_tune``) with the local
+workers into a temporary SQLite database, printing each round on stderr, and times
+and checks the model built from that database the same way. The task table gives each task's kind,
 weight, MFLOP (all its occurrences), the trials it got and its best time. Speeds are
 onnxruntime's latency over ours: above 1 where ours is faster. Nothing else should
 run on the machine meanwhile; the exit status is 1 when an output differs from
@@ -45,13 +46,14 @@ from tuner.model_tasks import ModelTask, extract_tasks, tuned_tasks  # noqa: E40
 from tuner.model_tune import ModelTuneOptions, ModelTuneResult, tune_model  # noqa: E402
 
 sys.path.append(_HERE)  # the packages are imported: now the sibling modules can be
-from model_zoo import FULL, SMALL, Size, bert_layer, resnet18  # noqa: E402
+from model_zoo import FULL, SMALL, Size, bert_layer, mobilenet_v2, resnet18  # noqa: E402
 from onnx_peer import onnxruntime_version  # noqa: E402
 from record_cost_model_fixture import machine  # noqa: E402
 
 MODELS: dict[str, Callable[[np.random.Generator, Size], onnx.ModelProto]] = {
     "resnet18": lambda rng, size: resnet18(rng, size.resnet),
     "bert": lambda rng, size: bert_layer(rng, size.bert),
+    "mobilenet": lambda rng, size: mobilenet_v2(rng, size.mobilenet),
 }
 ORT_RUNS = 20
 OUR_RUNS = 10
@@ -99,19 +101,23 @@ def ours(
     error = float(np.max(np.abs(output - expected)))
     matches = bool(np.allclose(output, expected, rtol=RTOL, atol=ATOL))
     seconds = median_seconds(lambda: module.run(**inputs), OUR_RUNS)
+    profile = module.profile(OUR_RUNS, **inputs)
+    in_kernels = sum(step_seconds for _, step_seconds in profile)
     return {
         "ms": seconds * 1e3,
         "max_abs_error": error,
         "matches_onnxruntime": matches,
-        "time_by_kind": time_by_kind(module, inputs),
+        "steps": len(profile),
+        "launch_us_per_step": max(seconds - in_kernels, 0.0) / max(len(profile), 1) * 1e6,
+        "time_by_kind": time_by_kind(profile),
     }
 
 
-def time_by_kind(module: GraphModule, inputs: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+def time_by_kind(profile: list[tuple[Any, float]]) -> list[dict[str, Any]]:
     """Where a run's time goes: each kind of fused group (``conv2d_add_relu``), how many
     steps of it the model runs, their milliseconds and share, the costliest first."""
     totals: dict[str, list[float]] = {}
-    for step, seconds in module.profile(OUR_RUNS, **inputs):
+    for step, seconds in profile:
         entry = totals.setdefault(step.kind, [0, 0.0])
         entry[0] += 1
         entry[1] += seconds
@@ -233,6 +239,10 @@ def print_ours(label: str, measured: dict[str, Any]) -> None:
     print(
         f"  ours, {label:7} {measured['ms']:.3f} ms: {measured['vs_onnxruntime']:.2f}x "
         f"onnxruntime's speed; max abs error {measured['max_abs_error']:.2e} {verdict}"
+    )
+    print(
+        f"    {measured['steps']} kernels; a run's time outside them (inputs, outputs, "
+        f"calls): {measured['launch_us_per_step']:.1f} us per kernel"
     )
     costliest = measured["time_by_kind"][:TIME_ROWS]
     print(

@@ -1,10 +1,11 @@
-"""The two whole models of ``model.py``, built with ``onnx.helper``: ResNet-18 (opset 13)
-and one BERT-base encoder layer (opset 17), with random float32 weights.
+"""The whole models of ``model.py``, built with ``onnx.helper``: ResNet-18 (opset 13),
+one BERT-base encoder layer (opset 17) and MobileNetV2 (opset 13), with random
+float32 weights.
 
 The weights are normal, scaled by 1/sqrt(fan-in), and the batch norms' statistics
 near (0, 1), so activations stay near 1 through every layer: a comparison at a fixed
 tolerance then means the same at the first layer and the last. ``Size`` shrinks
-either model (channels, image, sequence, hidden) for a quick run; the operators and
+any model (channels, image, sequence, hidden) for a quick run; the operators and
 the structure stay those of the full model.
 """
 
@@ -44,15 +45,38 @@ class BertSize:
 
 
 @dataclass(frozen=True, kw_only=True)
+class MobileNetSize:
+    """MobileNetV2 1.0 is ``image`` 224 and ``width`` 1: every layer's channels are the
+    paper's times width, rounded to a multiple of 8."""
+
+    image: int = 224
+    width: float = 1.0
+    classes: int = 1000
+
+
+@dataclass(frozen=True, kw_only=True)
 class Size:
     resnet: ResNetSize = field(default_factory=ResNetSize)
     bert: BertSize = field(default_factory=BertSize)
+    mobilenet: MobileNetSize = field(default_factory=MobileNetSize)
 
 
 FULL = Size()
 SMALL = Size(
     resnet=ResNetSize(image=56, width=16, classes=100),
     bert=BertSize(sequence=16, hidden=64, heads=4, ffn=256),
+    mobilenet=MobileNetSize(image=64, width=0.25, classes=100),
+)
+
+# MobileNetV2's inverted residual stages: (expansion, output channels, blocks, stride).
+MOBILENET_STAGES = (
+    (1, 16, 1, 1),
+    (6, 24, 2, 2),
+    (6, 32, 3, 2),
+    (6, 64, 4, 2),
+    (6, 96, 3, 1),
+    (6, 160, 3, 2),
+    (6, 320, 1, 1),
 )
 
 
@@ -112,12 +136,17 @@ def resnet18(rng: np.random.Generator, size: ResNetSize = FULL.resnet) -> onnx.M
             stride = 2 if stage > 0 and block == 0 else 1
             x = _basic_block(b, x, f"s{stage + 1}b{block + 1}", channels, out, stride)
             channels = out
+    _classifier(b, x, channels, size.classes)
+    return b.model({"x": [1, 3, size.image, size.image]}, "logits", opset=13)
+
+
+def _classifier(b: _Builder, x: str, channels: int, classes: int) -> str:
+    """Global average pool, flatten and a Gemm to ``classes`` logits."""
     x = b.node("GlobalAveragePool", [x], "gap")
     x = b.node("Flatten", [x], "flat", axis=1)
-    w = b.weight("fc_w", size.classes, channels, fan_in=channels)
-    bias = b.weight("fc_b", size.classes, fan_in=channels)
-    b.node("Gemm", [x, w, bias], "logits", transB=1)
-    return b.model({"x": [1, 3, size.image, size.image]}, "logits", opset=13)
+    w = b.weight("fc_w", classes, channels, fan_in=channels)
+    bias = b.weight("fc_b", classes, fan_in=channels)
+    return b.node("Gemm", [x, w, bias], "logits", transB=1)
 
 
 def _basic_block(b: _Builder, x: str, name: str, channels: int, out: int, stride: int) -> str:
@@ -131,13 +160,72 @@ def _basic_block(b: _Builder, x: str, name: str, channels: int, out: int, stride
     return b.node("Relu", [h], f"{name}_out")
 
 
+def mobilenet_v2(rng: np.random.Generator, size: MobileNetSize = FULL.mobilenet) -> onnx.ModelProto:
+    """Input ``x`` of 1x3xSxS: conv 3x3/2 + BN + ReLU6, the 17 inverted residual blocks
+    (1x1 expansion + ReLU6, 3x3 depthwise + ReLU6, 1x1 linear projection, a residual
+    add where the shape stays), conv 1x1 to 1280 + ReLU6, global average pool,
+    flatten, Gemm to the classes."""
+    b = _Builder(rng)
+    channels = _round_channels(32 * size.width)
+    x = _relu6(b, _conv_bn(b, "x", "stem", 3, channels, kernel=3, stride=2))
+    for stage, (expansion, out, blocks, stride) in enumerate(MOBILENET_STAGES):
+        out = _round_channels(out * size.width)
+        for block in range(blocks):
+            name = f"s{stage + 1}b{block + 1}"
+            x = _inverted_residual(
+                b, x, name, channels, out, expansion, stride if block == 0 else 1
+            )
+            channels = out
+    last = max(1280, _round_channels(1280 * size.width))
+    x = _relu6(b, _conv_bn(b, x, "head", channels, last, kernel=1, stride=1))
+    _classifier(b, x, last, size.classes)
+    return b.model({"x": [1, 3, size.image, size.image]}, "logits", opset=13)
+
+
+def _inverted_residual(
+    b: _Builder, x: str, name: str, channels: int, out: int, expansion: int, stride: int
+) -> str:
+    hidden = channels * expansion
+    h = x
+    if expansion != 1:
+        h = _relu6(b, _conv_bn(b, h, f"{name}_expand", channels, hidden, kernel=1, stride=1))
+    h = _relu6(
+        b, _conv_bn(b, h, f"{name}_dw", hidden, hidden, kernel=3, stride=stride, groups=hidden)
+    )
+    h = _conv_bn(b, h, f"{name}_project", hidden, out, kernel=1, stride=1)
+    if stride == 1 and channels == out:
+        h = b.node("Add", [h, x], f"{name}_sum")
+    return h
+
+
+def _relu6(b: _Builder, x: str) -> str:
+    low = b.constant(f"{x}_low", np.array(0.0, np.float32))
+    high = b.constant(f"{x}_high", np.array(6.0, np.float32))
+    return b.node("Clip", [x, low, high], f"{x}_relu6")
+
+
+def _round_channels(channels: float) -> int:
+    """MobileNet's rounding: to the nearest multiple of 8, never below 90 % of it."""
+    rounded = max(8, int(channels + 4) // 8 * 8)
+    return rounded + 8 if rounded < 0.9 * channels else rounded
+
+
 def _conv_bn(
-    b: _Builder, x: str, name: str, channels: int, out: int, *, kernel: int, stride: int
+    b: _Builder,
+    x: str,
+    name: str,
+    channels: int,
+    out: int,
+    *,
+    kernel: int,
+    stride: int,
+    groups: int = 1,
 ) -> str:
     """A convolution without bias (the batch norm after it has one), padded to keep the
-    size at stride 1, then a batch norm."""
-    fan_in = channels * kernel * kernel
-    w = b.weight(f"{name}_w", out, channels, kernel, kernel, fan_in=fan_in)
+    size at stride 1, then a batch norm; ``groups`` as ONNX has it (the channels for a
+    depthwise convolution)."""
+    fan_in = channels // groups * kernel * kernel
+    w = b.weight(f"{name}_w", out, channels // groups, kernel, kernel, fan_in=fan_in)
     pad = kernel // 2
     conv = b.node(
         "Conv",
@@ -146,6 +234,7 @@ def _conv_bn(
         kernel_shape=[kernel, kernel],
         strides=[stride, stride],
         pads=[pad] * 4,
+        group=groups,
     )
     stats = {
         "scale": b.rng.uniform(0.5, 1.5, out),

@@ -9,7 +9,7 @@ the benchmarks leave the column out.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,15 +35,19 @@ def onnxruntime_version() -> str | None:
 
 
 def session_for(
-    spec: Mapping[str, Any], inputs: list[np.ndarray], output_ndim: int
+    spec: Mapping[str, Any],
+    inputs: list[np.ndarray],
+    output_ndim: int,
+    constants: Sequence[int] = (),
 ) -> OnnxPeer | None:
     """``spec`` on ``inputs`` (giving an output of ``output_ndim`` dimensions) as a
     small ONNX model run by onnxruntime, or None where onnxruntime is missing or the
-    operator has no ONNX form here."""
+    operator has no ONNX form here. The inputs at the positions ``constants`` (a
+    model's weights) are the model's initializers, which onnxruntime may prepack."""
     try:
         import onnx
         import onnxruntime
-        from onnx import TensorProto, helper
+        from onnx import TensorProto, helper, numpy_helper
     except ImportError:
         return None
     form = _form(spec, helper)
@@ -51,18 +55,20 @@ def session_for(
         return None
     arrays = [np.ascontiguousarray(a) for a in form.inputs(inputs)]
     names = [f"x{k}" for k in range(len(arrays))]
+    fed = [k for k in range(len(arrays)) if k not in constants]
     graph = helper.make_graph(
         form.nodes(names, "y"),
         "peer",
         [
-            helper.make_tensor_value_info(n, TensorProto.FLOAT, list(a.shape))
-            for n, a in zip(names, arrays, strict=True)
+            helper.make_tensor_value_info(names[k], TensorProto.FLOAT, list(arrays[k].shape))
+            for k in fed
         ],
         [
             helper.make_tensor_value_info(
                 "y", TensorProto.FLOAT, [f"y{k}" for k in range(output_ndim)]
             )
         ],
+        [numpy_helper.from_array(arrays[k], names[k]) for k in constants],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     onnx.checker.check_model(model)
@@ -71,7 +77,7 @@ def session_for(
     session = onnxruntime.InferenceSession(
         model.SerializeToString(), options, providers=["CPUExecutionProvider"]
     )
-    feeds = dict(zip(names, arrays, strict=True))
+    feeds = {names[k]: arrays[k] for k in fed}
     return OnnxPeer(lambda: session.run(None, feeds)[0], form.output)
 
 

@@ -1,7 +1,10 @@
 """Template-free tuning against the template tuner and the peers, in one run: GEMM
-1024^3, dense 512^3 with bias and ReLU, conv2d NCHW 1x64x56x56 (64 3x3 filters, pad
-1), conv2d NHWC 1x56x56x64 (64 3x3 filters, pad 1, stride 2), softmax 1024x1000 and
-layer_norm 512x768.
+1024^3, dense 512^3 with bias and ReLU, a batch-1 dense 1024 -> 4096 with bias and
+ReLU (a GEMV), conv2d NCHW 1x64x56x56 (64 3x3 filters, pad 1), conv2d NHWC
+1x56x56x64 (64 3x3 filters, pad 1, stride 2), softmax 1024x1000 and layer_norm
+512x768. The dense layers' and convolutions' weights are constants, as in a model:
+the tuners may store them in their own layout, converted once, and onnxruntime gets
+them as initializers, which it may prepack too.
 
     python benchmarks/search.py --trials 64 --seeds 3          # per seed: a fresh database
     python benchmarks/search.py --trials 256 --only gemm --json  # last line: one JSON object
@@ -33,6 +36,7 @@ if sys.path and os.path.abspath(sys.path[0] or os.curdir) == _HERE:
 
 import numpy as np  # noqa: E402
 
+from compiler.runtime.prepacked import pack_arguments  # noqa: E402
 from tuner.space import templates_for  # noqa: E402
 from tuner.space_choice import choose_space  # noqa: E402
 from tuner.task import TuneTask  # noqa: E402
@@ -53,9 +57,19 @@ WORKLOADS: dict[str, dict[str, Any]] = {
     "dense_bias_relu": {
         "op": "dense",
         "args": {"batch": 512, "in_features": 512, "out_features": 512, "activation": "relu"},
+        "constants": ["W", "bias"],
     },
-    "conv2d_nchw": CONV,
-    "conv2d_nhwc": {"op": "conv2d_nhwc", "args": {**CONV["args"], "stride": 2}},
+    "dense_gemv": {
+        "op": "dense",
+        "args": {"batch": 1, "in_features": 1024, "out_features": 4096, "activation": "relu"},
+        "constants": ["W", "bias"],
+    },
+    "conv2d_nchw": {**CONV, "constants": ["kernel"]},
+    "conv2d_nhwc": {
+        "op": "conv2d_nhwc",
+        "args": {**CONV["args"], "stride": 2},
+        "constants": ["kernel"],
+    },
     "softmax": {"op": "softmax", "args": {"shape": [1024, 1000]}},
     "layer_norm": {"op": "layer_norm", "args": {"shape": [512, 768]}},
 }
@@ -74,9 +88,11 @@ def seed_row(
     if not result.best:
         raise RuntimeError(f"{tuner} seed {seed}: no schedule succeeded in {trials} trials")
     expected = reference_of(task)(*arrays[:-1])
-    kernel(*arrays)
+    entry = kernel[kernel.entry_name]
+    packed = pack_arguments(kernel, entry.name, arrays)  # constant weights, converted once
+    entry(*packed)
     np.testing.assert_allclose(arrays[-1], expected, rtol=1e-3, atol=1e-3)
-    fresh_seconds = seconds_per_call(lambda: kernel(*arrays))
+    fresh_seconds = seconds_per_call(lambda: entry(*packed))
     wall = space_seconds + result.wall_seconds
     return {
         "seed": seed,

@@ -1,5 +1,5 @@
 """The tasks of a model: its distinct fused workloads, how often each occurs, and
-which are worth tuning.
+which are worth tuning (a reshape is a view, no workload at all).
 
 Two groups of a model that compute the same thing on values of the same types are one
 workload (``compiler.graph.fuse`` names their parameters by position), so a block
@@ -42,6 +42,8 @@ def extract_tasks(graph: Graph, target: str | LLVMTarget = "llvm") -> list[Model
     optimized, groups = optimize(graph)
     found: dict[str, ModelTask] = {}
     for group in groups:
+        if group.is_view:
+            continue
         task = TuneTask.from_func(group.prim_func(optimized), target)
         known = found.get(task.workload_key)
         if known is not None:

@@ -28,10 +28,12 @@ from compiler.codegen.targets import target_kind
 from compiler.graph.fuse import FusedGroup, fuse
 from compiler.graph.ir import Graph, GraphError
 from compiler.graph.passes import fold_scale_into_conv
-from compiler.graph.plan import Plan, Step
+from compiler.graph.plan import Plan, Step, View
+from compiler.graph.reshape_sinking import sink_reshapes
 from compiler.graph.weight_packing import pack_weights
 from compiler.ir.function import IRModule, PrimFunc
 from compiler.runtime import load_module
+from compiler.runtime.blas_pool import check_not_forked
 from compiler.runtime.module import Module
 from compiler.schedule.tuned import TuningLookup
 from compiler.workload.key import workload_key
@@ -42,7 +44,7 @@ LIBRARY, PLAN, WEIGHTS = "model.so", "plan.json", "weights.npz"
 def optimize(graph: Graph) -> tuple[Graph, list[FusedGroup]]:
     """The graph after its passes, and its fused groups: the functions it becomes."""
     graph.check()
-    optimized = fold_scale_into_conv(graph)
+    optimized = sink_reshapes(fold_scale_into_conv(graph))
     optimized.check()
     return optimized, fuse(optimized)
 
@@ -54,14 +56,24 @@ def compile_graph(graph: Graph) -> tuple[Plan, IRModule, dict[str, np.ndarray]]:
     functions: dict[str, PrimFunc] = {}
     names: dict[str, str] = {}
     steps = []
+    views = []
     for group in groups:
+        if group.is_view:
+            views.append(View(group.output, group.inputs[0]))
+            continue
         func = group.prim_func(optimized)
         key = workload_key(func)
         if key not in names:
             names[key] = f"f{len(names)}"
             functions[names[key]] = func
         steps.append(Step(names[key], key, group.inputs, group.output, group.name))
-    plan = Plan(dict(optimized.inputs), optimized.outputs, dict(optimized.types), tuple(steps))
+    plan = Plan(
+        dict(optimized.inputs),
+        optimized.outputs,
+        dict(optimized.types),
+        tuple(steps),
+        tuple(views),
+    )
     return plan, IRModule(functions), dict(optimized.constants)
 
 
@@ -100,14 +112,17 @@ class GraphModule:
             self._buffers[name] = np.require(array, requirements="C")
         for name, kind in plan.inputs.items():
             self._buffers[name] = np.empty(kind.shape, kind.dtype)
-        # Every call's arrays, the output last, looked up once: the buffers never move.
-        self._calls = [
-            (
-                module[step.function],
-                [*(self._buffers[value] for value in step.inputs), self._buffers[step.output]],
+        for view in plan.views:
+            self._buffers[view.output] = self._buffers[view.source].reshape(
+                plan.types[view.output].shape
             )
-            for step in plan.steps
-        ]
+        # Every call's arguments, the output last, checked and bound to pointers once:
+        # the buffers never move, so a run calls the bare kernels.
+        self._calls = []
+        for step in plan.steps:
+            function = module[step.function]
+            arrays = [*(self._buffers[value] for value in step.inputs), self._buffers[step.output]]
+            self._calls.append((function.raw, function.signature.bind(arrays)))
 
     @classmethod
     def load(cls, folder: str | os.PathLike[str]) -> GraphModule:
@@ -135,19 +150,21 @@ class GraphModule:
         new arrays. GraphError names an input that is missing, unknown or of the wrong
         shape or dtype."""
         self._set_inputs(inputs)
-        for function, arrays in self._calls:
-            function(*arrays)
+        check_not_forked()
+        for kernel, pointers in self._calls:
+            kernel(*pointers)
         return {name: self._buffers[name].copy() for name in self.plan.outputs}
 
     def profile(self, runs: int = 10, **inputs: np.ndarray) -> list[tuple[Step, float]]:
         """Where a run's time goes: each step with the median of its seconds over
         ``runs`` runs of the model on ``inputs``."""
         self._set_inputs(inputs)
+        check_not_forked()
         seconds: list[list[float]] = [[] for _ in self._calls]
         for _ in range(runs):
-            for k, (function, arrays) in enumerate(self._calls):
+            for k, (kernel, pointers) in enumerate(self._calls):
                 start = time.perf_counter()
-                function(*arrays)
+                kernel(*pointers)
                 seconds[k].append(time.perf_counter() - start)
         return [
             (step, float(np.median(s))) for step, s in zip(self.plan.steps, seconds, strict=True)

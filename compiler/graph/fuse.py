@@ -5,7 +5,8 @@ nodes that follow it, each reading the output of the one before, which nothing e
 reads. So a convolution takes its bias, batch-norm shift, residual add and
 activation; an elementwise node with no anchor before it heads a group of its own;
 a reduction (softmax, layer norm, pooling) and an injective node (reshape,
-transpose, concatenate, pad) stay alone (``compiler.graph.ops.Pattern``).
+transpose, concatenate, pad) stay alone (``compiler.graph.ops.Pattern``). A lone
+reshape is no function at all but a view (``FusedGroup.is_view``).
 
 A group's function takes the values it reads from outside (model inputs, weights,
 other groups' outputs) as parameters named ``p0``, ``p1``, ... in the order it
@@ -41,6 +42,12 @@ class FusedGroup:
     @property
     def anchor(self) -> Node:
         return self.nodes[0]
+
+    @property
+    def is_view(self) -> bool:
+        """A lone reshape: row-major data needs no kernel to change its shape, so the
+        executor makes its output a view of its input."""
+        return len(self.nodes) == 1 and self.anchor.op == "reshape"
 
     @property
     def name(self) -> str:

@@ -17,27 +17,36 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
 from compiler.graph.ir import Graph, Node
 
+Rule = Callable[[Graph, Iterator[str]], bool]
+
 
 def fold_scale_into_conv(graph: Graph) -> Graph:
     """``graph`` with batch-norm scales in the convolutions' weights (see above)."""
-    folded = dataclasses.replace(
+    return rewrite_until_done(graph, _apply_one_rule, "folded")
+
+
+def rewrite_until_done(graph: Graph, apply_one_rule: Rule, prefix: str) -> Graph:
+    """A copy of ``graph`` rewritten by ``apply_one_rule`` (which edits the graph in
+    place, naming new values from the iterator it gets, ``<prefix>_0``, ...) until it
+    returns False, without the constants nothing reads any more."""
+    rewritten = dataclasses.replace(
         graph,
         inputs=dict(graph.inputs),
         constants=dict(graph.constants),
         nodes=list(graph.nodes),
         types=dict(graph.types),
     )
-    names = (f"folded_{k}" for k in itertools.count())
-    while _apply_one_rule(folded, names):
+    names = (f"{prefix}_{k}" for k in itertools.count())
+    while apply_one_rule(rewritten, names):
         pass
-    _drop_unused_constants(folded)
-    return folded
+    drop_unused_constants(rewritten)
+    return rewritten
 
 
 def _apply_one_rule(graph: Graph, names: Iterator[str]) -> bool:
@@ -144,7 +153,8 @@ def _replace(graph: Graph, *, drop: Node, old: Node, new: Node) -> None:
     del graph.types[old.output]
 
 
-def _drop_unused_constants(graph: Graph) -> None:
+def drop_unused_constants(graph: Graph) -> None:
+    """Remove the constants no node reads and no output returns."""
     read = {value for node in graph.nodes for value in node.inputs} | set(graph.outputs)
     for name in [name for name in graph.constants if name not in read]:
         del graph.constants[name]

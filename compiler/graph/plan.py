@@ -1,5 +1,6 @@
-"""What runs a compiled model: the steps (function, values read, value made) and the
-type of every value, as plain data that ``export`` writes as JSON."""
+"""What runs a compiled model: the steps (function, values read, value made), the
+values that are views of others (reshapes, which move no data) and the type of
+every value, as plain data that ``export`` writes as JSON."""
 
 from __future__ import annotations
 
@@ -23,11 +24,23 @@ class Step:
 
 
 @dataclass(frozen=True)
+class View:
+    """``output`` is ``source``'s memory in ``output``'s shape: a reshape, no kernel."""
+
+    output: str
+    source: str
+
+
+@dataclass(frozen=True)
 class Plan:
+    """``views`` are listed so that a view's source is a step's output, a weight, an
+    input or an earlier view."""
+
     inputs: dict[str, TensorType]
     outputs: tuple[str, ...]
     types: dict[str, TensorType]
     steps: tuple[Step, ...]
+    views: tuple[View, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         def typed(types: Mapping[str, TensorType]) -> dict[str, Any]:
@@ -47,6 +60,7 @@ class Plan:
                 }
                 for s in self.steps
             ],
+            "views": [{"output": v.output, "source": v.source} for v in self.views],
         }
 
     @staticmethod
@@ -58,6 +72,11 @@ class Plan:
             Step(s["function"], s["key"], tuple(s["inputs"]), s["output"], s.get("kind", ""))
             for s in document["steps"]
         )
+        views = tuple(View(v["output"], v["source"]) for v in document.get("views", []))
         return Plan(
-            typed(document["inputs"]), tuple(document["outputs"]), typed(document["types"]), steps
+            typed(document["inputs"]),
+            tuple(document["outputs"]),
+            typed(document["types"]),
+            steps,
+            views,
         )

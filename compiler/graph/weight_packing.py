@@ -43,7 +43,8 @@ def pack_weights(
                 types[name] = TensorType(packed[name].shape, str(packed[name].dtype))
             inputs[position] = name
         steps.append(dataclasses.replace(step, inputs=tuple(inputs)))
-    read = {value for step in steps for value in step.inputs} | set(plan.outputs)
+    read = {value for step in steps for value in step.inputs}
+    read |= {view.source for view in plan.views} | set(plan.outputs)
     kept = {name: array for name, array in packed.items() if name in read}
     types = {name: kind for name, kind in types.items() if name not in packed or name in read}
     return dataclasses.replace(plan, steps=tuple(steps), types=types), kept

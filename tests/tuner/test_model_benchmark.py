@@ -9,7 +9,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-COMMAND = [str(ROOT / "benchmarks" / "model.py"), "--small", "--trials", "2", "--json"]
+COMMAND = [
+    str(ROOT / "benchmarks" / "model.py"),
+    *("--models", "resnet18,bert", "--small", "--trials", "2", "--json"),
+]
 
 
 def test_the_model_benchmark_runs_small_and_prints_json_last() -> None:
@@ -30,6 +33,8 @@ def test_the_model_benchmark_runs_small_and_prints_json_last() -> None:
         for built in (row["default"], row["tuned"]):
             assert built["matches_onnxruntime"] and built["max_abs_error"] < 1e-3
             assert built["ms"] > 0 and built["vs_onnxruntime"] > 0
+            assert built["steps"] == sum(kind["steps"] for kind in built["time_by_kind"])
+            assert built["launch_us_per_step"] >= 0
         assert row["tune_trials"] == 2 and row["tune_rounds"] == 2
         tuned = [task for task in row["tasks"] if task["worth_tuning"]]
         assert sum(task["trials"] for task in tuned) == 2

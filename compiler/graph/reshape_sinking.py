@@ -1,0 +1,167 @@
+"""Reshapes moved out of the way of fusion.
+
+A reshape of a row-major array moves no data: the executor runs one as a view of
+its input (``compiler.graph.fuse.FusedGroup.is_view``), not as a kernel. But it
+still cuts fusion chains: ONNX's MatMul of a (1, 128, 768) activation becomes
+``reshape -> matmul -> reshape``, and the bias add, GELU and residual add that
+follow would each be a kernel of their own. ``sink_reshapes`` moves a reshape
+below the elementwise nodes that read it, so they join the matmul's group as its
+epilogue, by three local rules applied until none applies:
+
+- ``reshape(reshape(x))`` -> ``reshape(x)``
+- ``f(reshape(x))`` -> ``reshape(f(x))`` for an elementwise ``f``
+- ``g(reshape(x), y)`` -> ``reshape(g(x, y'))`` for a broadcast ``g`` whose other
+  operands fit ``x`` as they fit the reshape: one element, a value of the same
+  shape (``y' = reshape(y)``, a view too), or a constant over trailing dimensions
+  that the reshape keeps (a bias)
+
+each only where the reshape's result has no other reader and is no model output.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+from compiler.graph.fuse import TAKES_EPILOGUE
+from compiler.graph.ir import Graph, Node, TensorType
+from compiler.graph.ops import OPS, Pattern
+from compiler.graph.passes import rewrite_until_done
+
+RESHAPE = "reshape"
+MOVABLE = (Pattern.ELEMWISE, Pattern.BROADCAST)
+
+
+def sink_reshapes(graph: Graph) -> Graph:
+    """``graph`` with its reshapes below the elementwise nodes that read them."""
+    return rewrite_until_done(graph, _apply_one_rule, "sunk")
+
+
+def _apply_one_rule(graph: Graph, names: Iterator[str]) -> bool:
+    producer = graph.producer()
+    consumers = graph.consumers()
+    for node in graph.nodes:
+        if (
+            node.op == RESHAPE
+            and graph.types[node.inputs[0]].shape == graph.types[node.output].shape
+        ):
+            if node.output not in graph.outputs:
+                _bypass(graph, node)
+                return True
+        for value in node.inputs:
+            reshape = producer.get(value)
+            if reshape is None or reshape.op != RESHAPE or not _alone(graph, value, consumers):
+                continue
+            if node.op == RESHAPE:
+                _merge(graph, reshape, node)
+                return True
+            if OPS[node.op].pattern in MOVABLE and _extends_chain(graph, reshape.inputs[0]):
+                if _sink(graph, reshape, node, names):
+                    return True
+    return False
+
+
+def _alone(graph: Graph, value: str, consumers: dict[str, list[Node]]) -> bool:
+    """Whether one node reads ``value`` and it is no model output."""
+    return value not in graph.outputs and len(consumers.get(value, [])) == 1
+
+
+def _extends_chain(graph: Graph, value: str) -> bool:
+    """Whether a node after ``value`` could join the group that makes it: a node that
+    takes an epilogue makes it, and only the reshape reads it."""
+    made_by = graph.producer().get(value)
+    return (
+        made_by is not None
+        and OPS[made_by.op].pattern in TAKES_EPILOGUE
+        and _alone(graph, value, graph.consumers())
+    )
+
+
+def _bypass(graph: Graph, reshape: Node) -> None:
+    """Drop a reshape to the shape its input already has; its readers read the input."""
+    (source,) = reshape.inputs
+    graph.nodes.remove(reshape)
+    graph.nodes[:] = [
+        dataclasses.replace(n, inputs=tuple(source if v == reshape.output else v for v in n.inputs))
+        for n in graph.nodes
+    ]
+    del graph.types[reshape.output]
+
+
+def _merge(graph: Graph, inner: Node, outer: Node) -> None:
+    merged = dataclasses.replace(outer, inputs=inner.inputs)
+    graph.nodes[graph.nodes.index(outer)] = merged
+    graph.nodes.remove(inner)
+    del graph.types[inner.output]
+
+
+def _sink(graph: Graph, reshape: Node, node: Node, names: Iterator[str]) -> bool:
+    """``node`` computed on the reshape's input and reshaped after, when its other
+    operands fit (see the module docstring)."""
+    (source,) = reshape.inputs
+    before = graph.types[source].shape
+    after = graph.types[reshape.output].shape
+    if graph.types[node.output].shape != after:
+        return False  # the node broadcasts the reshaped value itself to more elements
+    added: list[Node] = []
+    inputs = []
+    for value in node.inputs:
+        if value == reshape.output:
+            inputs.append(source)
+            continue
+        fitted = _fit_operand(graph, value, before, after, names, added)
+        if fitted is None:
+            return False
+        inputs.append(fitted)
+    kind = graph.types[node.output]
+    computed = next(names)
+    graph.types[computed] = TensorType(before, kind.dtype)
+    moved = dataclasses.replace(node, inputs=tuple(inputs), output=computed)
+    reshaped = Node(RESHAPE, (computed,), node.output, {"shape": after}, name=node.name)
+    at = graph.nodes.index(node)
+    graph.nodes[at : at + 1] = [*added, moved, reshaped]
+    graph.nodes.remove(reshape)
+    del graph.types[reshape.output]
+    return True
+
+
+def _fit_operand(
+    graph: Graph,
+    value: str,
+    before: tuple[int, ...],
+    after: tuple[int, ...],
+    names: Iterator[str],
+    added: list[Node],
+) -> str | None:
+    """The operand that plays ``value``'s part against the reshape's input, or None."""
+    shape = graph.types[value].shape
+    if graph.types[value].size == 1:
+        return value if len(shape) <= len(before) else None
+    if shape == after:
+        made_by = graph.producer().get(value)
+        if made_by is not None and made_by.op == RESHAPE:
+            if graph.types[made_by.inputs[0]].shape == before:
+                return made_by.inputs[0] if len(graph.consumers()[value]) == 1 else None
+        if _extends_chain(graph, value):
+            return None  # its own reshape may sink instead; doing both would go round
+        name = next(names)
+        graph.types[name] = TensorType(before, graph.types[value].dtype)
+        added.append(Node(RESHAPE, (value,), name, {"shape": before}))
+        return name
+    trailing = _without_leading_ones(shape)
+    kept = len(trailing) <= min(len(before), len(after)) and (
+        before[len(before) - len(trailing) :] == trailing == after[len(after) - len(trailing) :]
+    )
+    if kept and shape == trailing:
+        return value
+    if not kept or value not in graph.constants:
+        return None
+    name = next(names)
+    graph.constants[name] = graph.constants[value].reshape(trailing)
+    graph.types[name] = TensorType(trailing, graph.types[value].dtype)
+    return name
+
+
+def _without_leading_ones(shape: tuple[int, ...]) -> tuple[int, ...]:
+    start = next((k for k, d in enumerate(shape) if d != 1), len(shape))
+    return shape[start:]
