@@ -111,9 +111,9 @@ def build_llvm(
         logger.info("%s", report)
     if prepack:
         mod = prepack_module(mod, prepack)
-    mod = prepack_layout_free(mod)
     if default_schedule:
         mod = apply_default_schedule(mod, target=llvm_target)
+    mod = prepack_layout_free(mod)
     dump = IRDump(dump_ir) if dump_ir is not None else None
     if dump is None:
         lowered = {func_name: REPLAYS.lowered(func) for func_name, func in mod.items()}

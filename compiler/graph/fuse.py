@@ -5,8 +5,12 @@ nodes that follow it, each reading the output of the one before, which nothing e
 reads. So a convolution takes its bias, batch-norm shift, residual add and
 activation; an elementwise node with no anchor before it heads a group of its own;
 a reduction (softmax, layer norm, pooling) and an injective node (reshape,
-transpose, concatenate, pad) stay alone (``compiler.graph.ops.Pattern``). A lone
-reshape is no function at all but a view (``FusedGroup.is_view``).
+transpose, concatenate, pad) stay alone (``compiler.graph.ops.Pattern``).
+
+A reshape or transpose that one other node reads (through more of them, maybe) is
+that node's group's *prologue*: the group indexes the data in place, so the
+attention heads' transposes cost no kernel of their own (``ops.view_of``). A lone
+reshape left over is no function at all but a view (``FusedGroup.is_view``).
 
 A group's function takes the values it reads from outside (model inputs, weights,
 other groups' outputs) as parameters named ``p0``, ``p1``, ... in the order it
@@ -22,7 +26,7 @@ from dataclasses import dataclass
 
 from compiler import te
 from compiler.graph.ir import Graph, Node
-from compiler.graph.ops import OPS, Pattern, tensor_of
+from compiler.graph.ops import OPS, VIEW_OPS, Pattern, tensor_of, view_of
 from compiler.ir.function import PrimFunc
 from compiler.ir.layout_free import mark_layout_free
 
@@ -32,8 +36,12 @@ TAKES_EPILOGUE = (Pattern.COMPLEX, Pattern.ELEMWISE, Pattern.BROADCAST)
 
 @dataclass(frozen=True)
 class FusedGroup:
+    """``nodes``: the anchor and its epilogue; ``prologue``: the reshapes and
+    transposes they read in place, sources first."""
+
     nodes: tuple[Node, ...]
     inputs: tuple[str, ...]
+    prologue: tuple[Node, ...] = ()
 
     @property
     def output(self) -> str:
@@ -47,12 +55,12 @@ class FusedGroup:
     def is_view(self) -> bool:
         """A lone reshape: row-major data needs no kernel to change its shape, so the
         executor makes its output a view of its input."""
-        return len(self.nodes) == 1 and self.anchor.op == "reshape"
+        return len(self.nodes) == 1 and self.anchor.op == "reshape" and not self.prologue
 
     @property
     def name(self) -> str:
-        """The ops of the group, joined: ``conv2d_add_relu``."""
-        return "_".join(node.op for node in self.nodes)
+        """The ops of the group, joined: ``conv2d_add_relu``, ``transpose_matmul``."""
+        return "_".join(node.op for node in (*self.prologue, *self.nodes))
 
     def prim_func(self, graph: Graph) -> PrimFunc:
         """The group as one function of its inputs (``p0``, ``p1``, ...) and output,
@@ -63,6 +71,8 @@ class FusedGroup:
             for k, value in enumerate(self.inputs)
         }
         tensors = dict(placeholders)
+        for node in self.prologue:
+            tensors[node.output] = view_of(node, tensors[node.inputs[0]])
         for node in self.nodes:
             tensors[node.output] = tensor_of(node, [tensors[value] for value in node.inputs])
         func = te.create_prim_func([*placeholders.values(), tensors[self.output]])
@@ -74,9 +84,12 @@ def fuse(graph: Graph) -> list[FusedGroup]:
     """The groups of ``graph``, in an order where each runs after those it reads."""
     consumers = graph.consumers()
     outputs = set(graph.outputs)
+    in_place = _read_in_place(graph, consumers, outputs)
     chains: list[list[Node]] = []
     chain_of: dict[str, int] = {}  # a chain's last output -> the chain
     for node in graph.nodes:
+        if node.output in in_place:
+            continue
         joined = _chain_to_join(node, chains, chain_of, consumers, outputs)
         if joined is None:
             chains.append([node])
@@ -85,8 +98,44 @@ def fuse(graph: Graph) -> list[FusedGroup]:
             chain_of.pop(chains[joined][-1].output)
             chains[joined].append(node)
         chain_of[node.output] = joined
-    groups = [FusedGroup(tuple(chain), _outside_inputs(chain)) for chain in chains]
+    groups = []
+    for chain in chains:
+        prologue = _prologue(chain, in_place)
+        groups.append(FusedGroup(tuple(chain), _outside_inputs([*prologue, *chain]), prologue))
     return _in_dependency_order(groups)
+
+
+def _read_in_place(
+    graph: Graph, consumers: dict[str, list[Node]], outputs: set[str]
+) -> dict[str, Node]:
+    """The reshapes and transposes that their one reader indexes in place, by output:
+    those read by one node that is itself no reshape or transpose, or is one read in
+    place in turn."""
+    found: dict[str, Node] = {}
+    for node in reversed(graph.nodes):
+        readers = consumers.get(node.output, [])
+        if node.op not in VIEW_OPS or node.output in outputs or len(readers) != 1:
+            continue
+        if readers[0].op not in VIEW_OPS or readers[0].output in found:
+            found[node.output] = node
+    return found
+
+
+def _prologue(chain: list[Node], in_place: dict[str, Node]) -> tuple[Node, ...]:
+    """The nodes read in place that ``chain`` reads, through each other, sources first."""
+    found: list[Node] = []
+
+    def include(value: str) -> None:
+        node = in_place.get(value)
+        if node is None or any(n.output == value for n in found):
+            return
+        include(node.inputs[0])
+        found.append(node)
+
+    for node in chain:
+        for value in node.inputs:
+            include(value)
+    return tuple(found)
 
 
 def _in_dependency_order(groups: list[FusedGroup]) -> list[FusedGroup]:

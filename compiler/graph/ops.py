@@ -5,7 +5,9 @@ The fusion pattern follows TVM's: an ELEMWISE or BROADCAST node joins the group 
 its producer; a COMPLEX node (convolution, dense, matmul) starts a group whose
 elementwise and broadcast consumers join it as its epilogue; an INJECTIVE node
 (reshape, transpose, concatenate, pad) and a REDUCTION node (softmax, layer norm,
-pooling) stay alone, with the elementwise nodes that follow them.
+pooling) stay alone, with the elementwise nodes that follow them. A reshape or a
+transpose whose one reader is another node may instead be read in place by it
+(``view_of``): it moves no data of its own.
 """
 
 from __future__ import annotations
@@ -61,6 +63,20 @@ def tensor_of(node: Node, inputs: Sequence[Tensor]) -> Tensor:
         return op.build(inputs, node.attrs)
     except (ValueError, TypeError) as err:
         raise GraphError(f"node {node.name or node}: {err}") from None
+
+
+# Operators that a reader can index in place, as a view of their input.
+VIEW_OPS = ("reshape", "transpose")
+
+
+def view_of(node: Node, source: Tensor) -> Tensor:
+    """``node`` (one of VIEW_OPS) as a view of ``source`` (``te.view``): a reader
+    indexes ``source`` itself, and no block copies it."""
+    if node.op == "reshape":
+        return topi.reshape(source, list(node.attrs["shape"]), view=True)
+    if node.op == "transpose":
+        return topi.transpose(source, list(node.attrs["axes"]), view=True)
+    raise GraphError(f"node {node.name or node}: {node.op} cannot be read in place")
 
 
 def output_type(node: Node, input_types: Sequence[TensorType]) -> TensorType:

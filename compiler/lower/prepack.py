@@ -62,12 +62,20 @@ def prepack_layout_free(mod: IRModule) -> IRModule:
     constant split out, where the function has one."""
     functions = dict(mod.items())
     for name, func in mod.items():
-        for param in layout_free_params(func):
-            if _conversion(functions[name], param.name) is not None:
-                main, pack = split_conversion(functions[name], param.name)
-                functions[name] = main
-                functions[pack_function_name(name, param.name)] = pack
+        functions[name], packs = split_layout_free(func)
+        for param, pack in packs.items():
+            functions[pack_function_name(name, param)] = pack
     return IRModule(functions)
+
+
+def split_layout_free(func: PrimFunc) -> tuple[PrimFunc, dict[str, PrimFunc]]:
+    """``func`` without the conversions of the parameters it marks constant (``func``
+    itself when it has none), and the function that converts each, by parameter."""
+    packs = {}
+    for param in layout_free_params(func):
+        if _conversion(func, param.name) is not None:
+            func, packs[param.name] = split_conversion(func, param.name)
+    return func, packs
 
 
 def pack_function_name(func_name: str, param: str) -> str:

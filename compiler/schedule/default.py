@@ -43,13 +43,16 @@ from compiler.arith.linear import to_linear
 from compiler.codegen.target import LLVMTarget
 from compiler.ir import expr as E
 from compiler.ir.analysis import find_block_realize, substitute, uses_var
+from compiler.ir.buffer import Buffer
 from compiler.ir.expr import PrimExpr, Var
 from compiler.ir.function import IRModule, PrimFunc
+from compiler.ir.layout_free import layout_free_params
 from compiler.ir.node import Node, visit
 from compiler.ir.stmt import BlockRealize, BufferStore, For, ForKind, IterKind
 from compiler.schedule import primitives as P
 from compiler.schedule.errors import ScheduleError
 from compiler.schedule.handles import BlockRV
+from compiler.schedule.layout_rewrite import rewrite_layout_free
 from compiler.schedule.schedule import SCHEDULED_ATTR, Schedule
 
 # Parallel iterations per thread that the fusion of outer loops aims for, so that
@@ -109,13 +112,15 @@ class _Nest:
     def writes(self) -> list[tuple[PrimExpr, ...]]:
         return [_bound_indices(self.realize, s.indices) for s in _stores(self.realize)]
 
-    def reads(self) -> list[tuple[PrimExpr, ...]]:
+    def reads(self, *, skip: Iterable[Buffer] = ()) -> list[tuple[PrimExpr, ...]]:
+        """The indices of every load, in loop variables; none of the buffers ``skip``."""
+        skipped = {id(b) for b in skip}
         found: list[tuple[PrimExpr, ...]] = []
 
         def collect(n: Node) -> bool | None:
             if isinstance(n, BlockRealize) and n is not self.realize:
                 return False
-            if isinstance(n, E.BufferLoad):
+            if isinstance(n, E.BufferLoad) and id(n.buffer) not in skipped:
                 found.append(_bound_indices(self.realize, n.indices))
             return None
 
@@ -228,11 +233,14 @@ def _attempt(sch: Schedule, move: Callable[[Schedule], None]) -> Schedule:
 
 def _reorder_reduction(sch: Schedule, block: BlockRV) -> None:
     """Move the innermost spatial loop along which the block writes consecutive
-    elements, and every read streams, inside the reduction loops."""
+    elements, and every read streams, inside the reduction loops. A constant weight
+    (``compiler.ir.layout_free``) need not stream: it is then stored in the order the
+    loops read it (dense's ``W[j, k]`` as ``W[k, j]``), converted once by the build."""
     nest = _nest(sch, block)
     if nest is None or nest.spatial[-1]:
         return
-    writes, reads = nest.writes(), nest.reads()
+    weights = layout_free_params(sch.mod[block.func_name])
+    writes, reads = nest.writes(), nest.reads(skip=weights)
     candidates = [
         k
         for k, loop in enumerate(nest.loops)
@@ -250,6 +258,7 @@ def _reorder_reduction(sch: Schedule, block: BlockRV) -> None:
     order = [k for k in range(len(nest.loops)) if k != chosen] + [chosen]
     loops = sch.get_loops(block)
     sch.reorder(*(loops[k] for k in order))
+    rewrite_layout_free(sch, block.func_name, block=block.name)
 
 
 def _split_for_threads(sch: Schedule, block: BlockRV, plan: _Plan) -> None:

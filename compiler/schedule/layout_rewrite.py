@@ -44,19 +44,22 @@ class _Piece:
     extent: int
 
 
-def rewrite_layout_free(sch: Schedule, func_name: str = "main") -> list[str]:
-    """Rewrite the layout of every constant parameter of ``func_name`` that its
-    reading block's loops split exactly; the names of the parameters rewritten."""
+def rewrite_layout_free(
+    sch: Schedule, func_name: str = "main", *, block: str | None = None
+) -> list[str]:
+    """Rewrite the layout of every constant parameter of ``func_name`` (that
+    ``block`` reads, when given) that its reading block's loops split exactly; the
+    names of the parameters rewritten."""
     func = sch.mod[func_name]
     rewritten = []
     for param in layout_free_params(func):
         found = readers(sch.mod[func_name], param)
-        if len(found) != 1:
+        if len(found) != 1 or block not in (None, found[0].block.name):
             continue
         index_map = layout_rewrite_map(sch.mod[func_name], found[0].block.name, param)
         if index_map is not None:
-            block = sch.get_block(found[0].block.name, func_name)
-            sch.transform_layout(block, param.name, index_map)
+            reader = sch.get_block(found[0].block.name, func_name)
+            sch.transform_layout(reader, param.name, index_map)
             rewritten.append(param.name)
     return rewritten
 

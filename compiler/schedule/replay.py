@@ -16,6 +16,7 @@ from functools import cached_property
 
 from compiler.ir.function import PrimFunc
 from compiler.lower.pipeline import lower_func
+from compiler.lower.prepack import split_layout_free
 from compiler.schedule.errors import ScheduleError
 from compiler.schedule.schedule import Schedule
 from compiler.schedule.trace import Trace, canonical_trace, trace_hash
@@ -27,15 +28,21 @@ CACHE_SIZE = 2048
 
 
 class ScheduledProgram:
-    """A workload with a trace replayed on it: the scheduled function, and the
-    lowered one, made on first use."""
+    """A workload with a trace replayed on it: the scheduled function, the kernel a
+    build runs (without the conversions of constant weights, which a build runs once,
+    not per call: ``compiler.lower.prepack``) and the kernel lowered, each made on
+    first use."""
 
     def __init__(self, func: PrimFunc) -> None:
         self.func = func
 
     @cached_property
+    def kernel(self) -> PrimFunc:
+        return split_layout_free(self.func)[0]
+
+    @cached_property
     def lowered(self) -> PrimFunc:
-        return lower_func(self.func)
+        return lower_func(self.kernel)
 
 
 class ReplayCache:
@@ -82,10 +89,10 @@ class ReplayCache:
 
     def lowered(self, func: PrimFunc) -> PrimFunc:
         """``func`` lowered, reusing the lowering of a cached program when ``func`` is
-        one (``build`` of a replayed module), else lowering it here."""
+        its kernel (``build`` of a replayed module), else lowering it here."""
         with self._lock:
             program = self._by_func.get(id(func))
-        if program is None or program.func is not func:
+        if program is None or program.func is not func or program.kernel is not func:
             return lower_func(func)
         return program.lowered
 

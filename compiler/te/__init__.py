@@ -26,6 +26,7 @@ from compiler.te.operation import (
     sum,
     tanh,
     var,
+    view,
 )
 from compiler.te.prim_func import create_prim_func
 from compiler.te.schedule import Stage, TESchedule, create_schedule
@@ -65,4 +66,5 @@ __all__ = [
     "sum",
     "tanh",
     "var",
+    "view",
 ]

@@ -10,7 +10,7 @@ from typing import Any
 from compiler.ir import expr as E
 from compiler.ir.expr import PrimExpr, Range, Var, check_dtype, convert
 from compiler.ir.stmt import IterKind, IterVar
-from compiler.te.tensor import ComputeOp, PlaceholderOp, Reduce, Tensor, TensorError
+from compiler.te.tensor import ComputeOp, PlaceholderOp, Reduce, Tensor, TensorError, ViewOp
 
 
 def var(name: str = "v", dtype: str = "int32") -> Var:
@@ -39,6 +39,19 @@ def _shape(shape: Any, what: str) -> tuple[PrimExpr, ...]:
 def placeholder(shape: Any, dtype: str = "float32", name: str = "placeholder") -> Tensor:
     """An input tensor. ``te.placeholder((n,), name="A")``."""
     return PlaceholderOp(name, _shape(shape, f"placeholder {name!r}"), check_dtype(dtype)).output(0)
+
+
+def view(
+    source: Tensor,
+    shape: Any,
+    element: Callable[..., tuple[PrimExpr, ...]],
+    name: str = "view",
+) -> Tensor:
+    """``source`` read in another shape or order without a copy: ``view[i]`` is
+    ``source[element(*i)]``, substituted into every computation that reads the view
+    (a transpose folded into the matmul after it). A view is never an argument of
+    ``create_prim_func``."""
+    return ViewOp(name, _shape(shape, "view"), source, element).output()
 
 
 def reduce_axis(dom: Any, name: str = "rv") -> IterVar:

@@ -31,6 +31,7 @@ from compiler.te.tensor import (
     Reduce,
     Tensor,
     TensorError,
+    ViewOp,
 )
 
 _COMBINERS = {"sum": E.Add, "max": E.Max, "min": E.Min}
@@ -127,12 +128,18 @@ def topological_order(outputs: list[Tensor]) -> list[PlaceholderOp | ComputeOp]:
             return
         seen.add(id(op))
         for t in op.input_tensors:
+            assert not isinstance(t.op, ViewOp), "reading a view reads its source"
             visit_op(t.op)
         order.append(op)
 
     for t in outputs:
         if not isinstance(t, Tensor):
             raise TensorError(f"create_prim_func takes tensors, got {type(t).__name__}")
+        if isinstance(t.op, ViewOp):
+            raise TensorError(
+                f"tensor {t.name!r} is a view of {t.op.source.name!r}, read in place by the "
+                "computations that index it; pass its source as the argument instead"
+            )
         visit_op(t.op)
     return order
 

@@ -85,12 +85,37 @@ class ComputeOp(Operation):
         return found
 
 
+class ViewOp(Operation):
+    """``source``'s elements in another shape or order, read in place: indexing the
+    view reads ``source`` at ``element(*indices)``. A view makes no block and no
+    buffer (a transpose or reshape folded into the computation that reads it), so it
+    is never a function's argument."""
+
+    def __init__(
+        self,
+        name: str,
+        shape: tuple[PrimExpr, ...],
+        source: Tensor,
+        element: Callable[..., tuple[PrimExpr, ...]],
+    ) -> None:
+        self.name = name
+        self.shape = shape
+        self.dtype = source.dtype
+        self.source = source
+        self.element = element
+        self._output = Tensor(self)
+
+    @property
+    def input_tensors(self) -> list[Tensor]:
+        return [self.source]
+
+
 class Tensor(Node):
     """The output of an operation; index it (``A[i, j]`` or ``A(i, j)``) to read it."""
 
     is_leaf = True
 
-    def __init__(self, op: PlaceholderOp | ComputeOp) -> None:
+    def __init__(self, op: PlaceholderOp | ComputeOp | ViewOp) -> None:
         self.op = op
 
     @property
@@ -117,7 +142,10 @@ class Tensor(Node):
                 f"tensor {self.name!r} has {self.ndim} dimensions but was indexed with "
                 f"{len(indices)} indices"
             )
-        return ProducerLoad(self, tuple(convert(i) for i in indices))
+        converted = tuple(convert(i) for i in indices)
+        if isinstance(self.op, ViewOp):
+            return self.op.source(*self.op.element(*converted))
+        return ProducerLoad(self, converted)
 
     def __getitem__(self, indices: Any) -> ProducerLoad:
         if not isinstance(indices, tuple):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from compiler import te
@@ -23,8 +23,9 @@ from compiler.topi.utils import (
 )
 
 
-def transpose(a: Tensor, axes: Sequence[int] | None = None) -> Tensor:
-    """Permute the axes: output axis ``i`` is input axis ``axes[i]`` (None: reverse them)."""
+def transpose(a: Tensor, axes: Sequence[int] | None = None, *, view: bool = False) -> Tensor:
+    """Permute the axes: output axis ``i`` is input axis ``axes[i]`` (None: reverse them).
+    With ``view``, a view of ``a`` that its readers index in place (``te.view``)."""
     check_tensor("transpose", "a", a)
     if axes is None:
         perm = tuple(reversed(range(a.ndim)))
@@ -38,39 +39,53 @@ def transpose(a: Tensor, axes: Sequence[int] | None = None) -> Tensor:
             raise OperatorError(f"transpose: axes {list(axes)} is not a permutation")
     shape = tuple(a.shape[p] for p in perm)
 
-    def element(*index: PrimExpr) -> PrimExpr:
-        source: list[Any] = [None] * a.ndim
+    def source(*index: PrimExpr) -> tuple[PrimExpr, ...]:
+        found: list[Any] = [None] * a.ndim
         for out_axis, in_axis in enumerate(perm):
-            source[in_axis] = index[out_axis]
-        return a[tuple(source)]
+            found[in_axis] = index[out_axis]
+        return tuple(found)
 
-    return te.compute(shape, element, name="T_transpose")
+    return _moved(a, shape, source, "T_transpose", view)
 
 
-def reshape(a: Tensor, newshape: Sequence[int]) -> Tensor:
-    """The same elements in row-major order under ``newshape``; one entry may be -1."""
+def reshape(a: Tensor, newshape: Sequence[int], *, view: bool = False) -> Tensor:
+    """The same elements in row-major order under ``newshape``; one entry may be -1.
+    With ``view``, a view of ``a`` that its readers index in place (``te.view``)."""
     check_tensor("reshape", "a", a)
     in_shape = static_shape("reshape", "a", a)
     out_shape = _resolve_newshape(in_shape, newshape)
     if out_shape == in_shape:
-        return te.compute(out_shape, lambda *i: a[i], name="T_reshape")
+        return _moved(a, out_shape, lambda *i: tuple(i), "T_reshape", view)
     out_strides = _row_major_strides(out_shape)
     in_strides = _row_major_strides(in_shape)
 
-    def element(*index: PrimExpr) -> PrimExpr:
+    def source(*index: PrimExpr) -> tuple[PrimExpr, ...]:
         terms = [
             i * stride if stride != 1 else i for i, stride in zip(index, out_strides, strict=True)
         ]
         linear = terms[0]
         for term in terms[1:]:
             linear = linear + term
-        source = []
+        found = []
         for axis, (extent, stride) in enumerate(zip(in_shape, in_strides, strict=True)):
             part = linear // stride if stride != 1 else linear
-            source.append(part % extent if axis > 0 else part)
-        return a[tuple(source)]
+            found.append(part % extent if axis > 0 else part)
+        return tuple(found)
 
-    return te.compute(out_shape, element, name="T_reshape")
+    return _moved(a, out_shape, source, "T_reshape", view)
+
+
+def _moved(
+    a: Tensor,
+    shape: Sequence[Any],
+    source: Callable[..., tuple[PrimExpr, ...]],
+    name: str,
+    view: bool,
+) -> Tensor:
+    """The tensor whose element ``i`` is ``a[source(*i)]``: a copy, or a view."""
+    if view:
+        return te.view(a, tuple(shape), source, name=name)
+    return te.compute(tuple(shape), lambda *i: a[source(*i)], name=name)
 
 
 def _resolve_newshape(in_shape: tuple[int, ...], newshape: Any) -> tuple[int, ...]:

@@ -23,7 +23,11 @@ from compiler.ir.layout_free import LayoutFreeError, layout_free_positions, mark
 from compiler.lower.prepack import pack_functions
 from compiler.runtime.prepacked import pack_arguments
 from compiler.schedule import Schedule, Trace
+from compiler.schedule.default import schedule_by_default
 from compiler.schedule.layout_rewrite import rewrite_layout_free
+from compiler.schedule.primitives.dataflow import leaf_realizes
+from compiler.schedule.primitives.layout import LAYOUT_REWRITE_ATTR
+from compiler.schedule.replay import REPLAYS
 from compiler.topi.reference import conv2d_nchw_im2col
 from compiler.workload.key import workload_key, workload_to_json
 from compiler.workload.spec import WorkloadError, workload_from_spec
@@ -217,3 +221,41 @@ def test_a_model_runs_and_exports_its_weights_packed(rng, tmp_path) -> None:
     assert all(shape != weights[name.split("@")[0]].shape for name, shape in shapes.items())
     loaded = GraphModule.load(tmp_path / "model")
     np.testing.assert_array_equal(loaded.run(x=x)["y"], module.run(x=x)["y"])
+
+
+def test_features_and_lowering_see_the_kernel_without_the_conversion() -> None:
+    """The replay cache's kernel (what the cost model reads, what a build runs) takes
+    the converted weight and holds no conversion; the scheduled function still does."""
+    spec, param = CONSTANT_WEIGHT["dense"]
+    func = workload_from_spec(spec)
+    trace = rewriting_candidate(choose_space("generated", func, target="llvm"), param, 0)
+    program = REPLAYS.replayed(func, trace)
+    assert conversions(program.func) == ["W"] and conversions(program.kernel) == []
+    assert program.kernel.params[1].shape != func.params[1].shape
+    assert [p.name for p in program.lowered.params] == [p.name for p in program.kernel.params]
+
+
+def conversions(func: compiler.ir.PrimFunc) -> list[str]:
+    return [
+        str(realize.block.annotations[LAYOUT_REWRITE_ATTR])
+        for realize in leaf_realizes(func.body)
+        if LAYOUT_REWRITE_ATTR in realize.block.annotations
+    ]
+
+
+def test_the_default_schedule_stores_a_dense_weight_the_way_its_loops_read_it(rng) -> None:
+    """Dense reads ``W[j, k]`` across its vector loop over ``j``; with W constant the
+    default schedule moves ``j`` innermost anyway and stores W as ``W[k, j]``."""
+    spec, _ = CONSTANT_WEIGHT["dense"]
+    func = workload_from_spec(spec)
+    sch = schedule_by_default(func, target="llvm")
+    (rewrite,) = [i for i in sch.trace.instructions if i.kind == "transform_layout"]
+    assert rewrite.inputs["index_map"] == "d0, d1 -> d1, d0"
+    module = compiler.build(func)
+    assert sorted(module) == ["main", "main__pack_W"]
+    x = rng.standard_normal((3, 48)).astype("float32")
+    w = rng.standard_normal((40, 48)).astype("float32")
+    bias = rng.standard_normal(40).astype("float32")
+    arrays = pack_arguments(module, "main", [x, w, bias, np.zeros((3, 40), "float32")])
+    module["main"](*arrays)
+    np.testing.assert_allclose(arrays[-1], x @ w.T + bias, rtol=1e-5, atol=1e-5)

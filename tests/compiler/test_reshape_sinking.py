@@ -1,4 +1,5 @@
-"""Reshapes as views below the elementwise nodes that read them: the rewrites, the
+"""Layout operators that move no data: reshapes as views below the elementwise nodes
+that read them, reshapes and transposes read in place by the kernel after them, the
 groups they leave, and the models computing what numpy and onnxruntime do."""
 
 from __future__ import annotations
@@ -9,8 +10,12 @@ import pytest
 from graph_builder import GraphBuilder
 from onnx_models import transformer_layer
 
+import compiler
+from compiler import te, topi
 from compiler.graph import GraphModule, import_onnx, optimize
 from compiler.graph.reshape_sinking import sink_reshapes
+from compiler.schedule.primitives.dataflow import leaf_realizes
+from compiler.te import TensorError
 
 
 def matmul_reshape_bias(rng: np.random.Generator) -> tuple[GraphBuilder, dict[str, np.ndarray]]:
@@ -34,14 +39,15 @@ def run(graph, **inputs: np.ndarray) -> np.ndarray:
     return output
 
 
-def test_the_epilogue_joins_the_matmul_and_the_reshape_becomes_a_view(rng) -> None:
+def test_the_epilogue_joins_the_matmul_and_the_reshapes_cost_no_kernel(rng) -> None:
     b, w = matmul_reshape_bias(rng)
     graph = b.returns("y")
     _, groups = optimize(graph)
-    assert [g.name for g in groups if not g.is_view] == ["matmul_add_add_relu"]
+    # the residual is read in place as (6, 12); the result is a view of (6, 12) as (2, 3, 12)
+    assert [g.name for g in groups if not g.is_view] == ["reshape_matmul_add_add_relu"]
     module = GraphModule(graph)
-    assert [s.kind for s in module.plan.steps] == ["matmul_add_add_relu"]
-    assert len(module.plan.views) == 2  # the result, and the residual read as (6, 12)
+    assert [s.kind for s in module.plan.steps] == ["reshape_matmul_add_add_relu"]
+    assert len(module.plan.views) == 1
     x = rng.standard_normal((6, 8)).astype("float32")
     skip = rng.standard_normal((2, 3, 12)).astype("float32")
     expected = np.maximum((x @ w["w"]).reshape(2, 3, 12) + w["bias"] + skip, 0)
@@ -95,12 +101,14 @@ def test_a_reshape_read_twice_stays() -> None:
     ]
 
 
-def test_a_transformer_layer_runs_no_reshape_kernel_and_exports_its_views(rng, tmp_path) -> None:
+def test_a_transformer_layer_runs_no_reshape_or_transpose_kernel(rng, tmp_path) -> None:
+    """Every reshape and transpose is a view or read in place by the kernel after it;
+    the projections take their biases (and residuals) as epilogues."""
     model = transformer_layer(rng)
     module = GraphModule(import_onnx(model))
     kinds = [step.kind for step in module.plan.steps]
-    assert "reshape" not in kinds and len(module.plan.views) >= 10
-    assert kinds.count("matmul_add") == 4  # every projection with its bias, one kernel
+    assert not [kind for kind in kinds if kind in ("reshape", "transpose")]
+    assert sum(kind.endswith("matmul_add") for kind in kinds) == 4
     inputs = {
         name: rng.standard_normal(kind.shape).astype(kind.dtype)
         for name, kind in module.plan.inputs.items()
@@ -115,3 +123,53 @@ def test_a_transformer_layer_runs_no_reshape_kernel_and_exports_its_views(rng, t
     loaded = GraphModule.load(tmp_path / "model")
     assert loaded.plan == module.plan
     np.testing.assert_array_equal(next(iter(loaded.run(**inputs).values())), ours)
+
+
+def heads_attention(rng: np.random.Generator) -> GraphBuilder:
+    """Scores of 2 heads: q and k (4, 6) split as (4, 2, 3), transposed to (2, 4, 3) and
+    (2, 3, 4), multiplied, with k's transposed value also read by a relu."""
+    b = GraphBuilder()
+    b.input("q", (4, 6))
+    b.input("k", (4, 6))
+    b.node("reshape", "q", out="q_split", shape=(4, 2, 3))
+    b.node("transpose", "q_split", out="q_heads", axes=(1, 0, 2))
+    b.node("reshape", "k", out="k_split", shape=(4, 2, 3))
+    b.node("transpose", "k_split", out="k_heads", axes=(1, 2, 0))
+    b.node("matmul", "q_heads", "k_heads", out="scores")
+    b.node("relu", "k_heads", out="k_relu")
+    return b
+
+
+def test_transposes_are_read_in_place_by_their_one_reader(rng) -> None:
+    graph = heads_attention(rng).returns("scores", "k_relu")
+    _, groups = optimize(graph)
+    # q's reshape and transpose are the matmul's prologue; k's transpose has two
+    # readers, so it stays a kernel, and k's reshape a view
+    assert sorted(g.name for g in groups if not g.is_view) == [
+        "relu",
+        "reshape_transpose_matmul",
+        "transpose",
+    ]
+    assert [g.name for g in groups if g.is_view] == ["reshape"]
+    q = rng.standard_normal((4, 6)).astype("float32")
+    k = rng.standard_normal((4, 6)).astype("float32")
+    outputs = GraphModule(graph).run(q=q, k=k)
+    q_heads = q.reshape(4, 2, 3).transpose(1, 0, 2)
+    k_heads = k.reshape(4, 2, 3).transpose(1, 2, 0)
+    np.testing.assert_allclose(outputs["scores"], q_heads @ k_heads, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(outputs["k_relu"], np.maximum(k_heads, 0))
+
+
+def test_a_view_reads_its_source_in_place_and_is_never_an_argument() -> None:
+    a = te.placeholder((3, 4), "float32", name="A")
+    a_t = topi.transpose(a, (1, 0), view=True)
+    doubled = te.compute((4, 3), lambda i, j: a_t[i, j] * 2.0, name="D")
+    func = te.create_prim_func([a, doubled])
+    assert len(leaf_realizes(func.body)) == 1  # no block copies the view
+    module = compiler.build(func)
+    x = np.arange(12, dtype="float32").reshape(3, 4)
+    out = np.zeros((4, 3), "float32")
+    module["main"](x, out)
+    np.testing.assert_array_equal(out, 2 * x.T)
+    with pytest.raises(TensorError, match="view of 'A'"):
+        te.create_prim_func([a, a_t])

@@ -126,8 +126,9 @@ CACHE_SIZE = 16384
 
 
 class ProgramFeatures(FeatureExtractor):
-    """Per-store features of each point's scheduled program (the replay cache's, so
-    a point that was made into a candidate is not scheduled again)."""
+    """Per-store features of each point's scheduled kernel (the replay cache's, so
+    a point that was made into a candidate is not scheduled again), without the
+    conversions of constant weights, which never run in a timed call."""
 
     def __init__(self) -> None:
         self._rows: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
@@ -146,7 +147,7 @@ class ProgramFeatures(FeatureExtractor):
         key = (candidate.workload_key, candidate.trace_hash)
         row = self._rows.get(key)
         if row is None:
-            row = program_features(space.program(candidate).func)
+            row = program_features(space.program(candidate).kernel)
             self._rows[key] = row
             if len(self._rows) > CACHE_SIZE:
                 self._rows.popitem(last=False)
