@@ -38,6 +38,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property, partial
 
+import numpy as np
+
 from compiler.arith.linear import structural_key as _key
 from compiler.arith.linear import to_linear
 from compiler.codegen.target import LLVMTarget
@@ -192,8 +194,11 @@ def schedule_by_default(
             threads=llvm_target.threads,
             lanes=_vector_lanes(nest, llvm_target),
             parallel=llvm_target.threads > 1 and _work(nest) >= min_parallel_work,
+            panel_bytes=llvm_target.capabilities.l2_bytes // 2,
         )
         sch = _attempt(sch, partial(_reorder_reduction, block=block))
+        sch = _attempt(sch, partial(_split_weight_panels, block=block, plan=plan))
+        sch = _attempt(sch, partial(_rewrite_weights, block=block))
         sch = _attempt(sch, partial(_split_for_threads, block=block, plan=plan))
         sch = _attempt(sch, partial(_vectorize_inner, block=block))
         for fused in _parallel_choices(sch, block, plan):
@@ -212,6 +217,7 @@ class _Plan:
     threads: int
     lanes: int
     parallel: bool
+    panel_bytes: int
 
     @property
     def want(self) -> int:
@@ -258,14 +264,67 @@ def _reorder_reduction(sch: Schedule, block: BlockRV) -> None:
     order = [k for k in range(len(nest.loops)) if k != chosen] + [chosen]
     loops = sch.get_loops(block)
     sch.reorder(*(loops[k] for k in order))
+
+
+def _split_weight_panels(sch: Schedule, block: BlockRV, plan: _Plan) -> None:
+    """A reduction that reads a constant weight across its vector loop (``j``) and
+    reuses it across outer rows (``i``) re-reads the whole weight for every row; when
+    the weight is larger than half the L2 cache, split ``j`` into panels whose slice
+    of the weight fits it and run the panels outermost, so each panel stays cached
+    for all the rows (a GEMM's panel blocking)."""
+    nest = _nest(sch, block)
+    if nest is None or not nest.spatial[-1]:
+        return
+    inner = len(nest.loops) - 1
+    along = nest.loops[inner].loop_var
+    weights = [
+        w for w in layout_free_params(sch.mod[block.func_name]) if _read_along(nest, w, along)
+    ]
+    if not weights:
+        return
+    width = nest.extent(inner)
+    rows = nest.product(k for k in range(inner) if nest.spatial[k])
+    depth = nest.product(k for k in range(inner) if not nest.spatial[k])
+    if width is None or rows is None or depth is None or rows < 2:
+        return
+    element = max(np.dtype(w.dtype).itemsize for w in weights)
+    if depth * width * element <= plan.panel_bytes:
+        return
+    fitting = plan.panel_bytes // (depth * element) // plan.lanes * plan.lanes
+    panels = [p for p in range(fitting, plan.lanes - 1, -plan.lanes) if width % p == 0]
+    if not panels:
+        return
+    loops = sch.get_loops(block)
+    outer, _ = sch.split(loops[-1], [None, panels[0]])
+    sch.reorder(outer, *loops[:-1])
+
+
+def _rewrite_weights(sch: Schedule, block: BlockRV) -> None:
+    """Store the constant weights the block reads in the order its loops read them."""
     rewrite_layout_free(sch, block.func_name, block=block.name)
+
+
+def _read_along(nest: _Nest, buffer: Buffer, var: Var) -> bool:
+    """Whether the block loads ``buffer`` at an index that moves with loop ``var``."""
+    found = False
+
+    def collect(n: Node) -> bool | None:
+        nonlocal found
+        if isinstance(n, E.BufferLoad) and n.buffer is buffer:
+            bound = _bound_indices(nest.realize, n.indices)
+            found = found or any(uses_var(index, var) for index in bound)
+        return None
+
+    visit(nest.realize.block.body, collect)
+    return found
 
 
 def _split_for_threads(sch: Schedule, block: BlockRV, plan: _Plan) -> None:
     """When no loop outside the innermost one has an iteration for every thread (a
     1-d elementwise op, a column reduction), split the innermost spatial loop into
     chunks and move the loop over chunks outward, so that it can run in parallel.
-    Chunks are whole vectors and divide the loop where a nearby size does."""
+    Chunks are whole vectors and divide the loop where a nearby size does, larger or
+    smaller: a guard in the vector loop would cost more than a few more chunks."""
     nest = _nest(sch, block)
     if nest is None or not plan.parallel or not nest.spatial[-1]:
         return
@@ -278,7 +337,8 @@ def _split_for_threads(sch: Schedule, block: BlockRV, plan: _Plan) -> None:
         return
     parts = -(-plan.want // max(1, outside))
     chunk = plan.lanes * -(-extent // (plan.lanes * parts))
-    dividing = [c for c in range(chunk, 2 * chunk, plan.lanes) if extent % c == 0]
+    nearby = [*range(chunk, 2 * chunk, plan.lanes), *range(chunk - plan.lanes, 0, -plan.lanes)]
+    dividing = [c for c in nearby if extent % c == 0]
     chunk = dividing[0] if dividing else chunk
     loops = sch.get_loops(block)
     chunks, _inner = sch.split(loops[-1], [None, chunk])

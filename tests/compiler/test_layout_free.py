@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import numpy as np
 import pytest
@@ -259,3 +260,26 @@ def test_the_default_schedule_stores_a_dense_weight_the_way_its_loops_read_it(rn
     arrays = pack_arguments(module, "main", [x, w, bias, np.zeros((3, 40), "float32")])
     module["main"](*arrays)
     np.testing.assert_allclose(arrays[-1], x @ w.T + bias, rtol=1e-5, atol=1e-5)
+
+
+def test_the_default_schedule_reads_a_large_weight_in_panels_that_fit_the_cache(rng) -> None:
+    """B (768 x 768) is larger than half the L2 cache: its columns are split into
+    panels, the panels run outermost, and B is stored panel by panel."""
+    func = workload_from_spec(
+        {"op": "matmul", "args": {"m": 16, "n": 768, "k": 768}, "constants": ["B"]}
+    )
+    target = compiler.codegen.target.LLVMTarget.parse("llvm")
+    sch = schedule_by_default(func, target=target)
+    (rewrite,) = [i for i in sch.trace.instructions if i.kind == "transform_layout"]
+    match = re.fullmatch(r"d0, d1 -> d1 // (\d+), d0, d1 % (\d+)", rewrite.inputs["index_map"])
+    assert match is not None and match.group(1) == match.group(2)
+    panel = int(match.group(1))
+    lanes = target.vector_bits // 32
+    assert panel % lanes == 0 and 768 % panel == 0
+    assert panel * 768 * 4 <= target.capabilities.l2_bytes // 2
+    module = compiler.build(func, target=target)
+    a = rng.standard_normal((16, 768)).astype("float32")
+    b = rng.standard_normal((768, 768)).astype("float32")
+    arrays = pack_arguments(module, "main", [a, b, np.zeros((16, 768), "float32")])
+    module["main"](*arrays)
+    np.testing.assert_allclose(arrays[-1], a @ b, rtol=1e-4, atol=1e-3)
