@@ -146,6 +146,14 @@ def workload_arguments(
         help="another argument of the op, VALUE as JSON or a word (stride=2, activation=relu)",
     )
     parser.add_argument("--spec", help="a workload spec as JSON text or a JSON file")
+    parser.add_argument(
+        "--constant",
+        action="append",
+        default=[],
+        metavar="INPUT",
+        help="an input whose data is the same in every call (a weight: dense's W, conv2d's "
+        "kernel); its schedule may store it in its own layout, converted once at build time",
+    )
     add_target_argument(parser)
     parser.add_argument("--url", "--db", dest="url", help="database URL (default: SQLite)")
     parser.set_defaults(workload_required=required)
@@ -324,6 +332,16 @@ def _space(task: TuneTask, choice: str, options: TuneOptions) -> Space:
 
 
 def spec_from_arguments(args: argparse.Namespace) -> dict[str, Any]:
+    spec = _spec_without_constants(args)
+    if not args.constant:
+        return spec
+    given = spec.get("constants", [])
+    if not isinstance(given, list):
+        raise UsageError(f"the spec's constants must be a list of input names, got {given!r}")
+    return {**spec, "constants": sorted({*given, *args.constant})}
+
+
+def _spec_without_constants(args: argparse.Namespace) -> dict[str, Any]:
     if args.spec is not None:
         if args.workload is not None or args.shape is not None or args.arg:
             raise UsageError("give either --spec or an op with --shape/--arg, not both")

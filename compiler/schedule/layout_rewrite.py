@@ -129,7 +129,8 @@ def _pieces(binding: E.PrimExpr, dim: int, size: int, loops: list[For]) -> list[
         start, extent = const_int(loops[loop].min), const_int(loops[loop].extent)
         if start != 0 or extent is None:
             return None
-        pieces.append(_Piece(loop, dim, coeff, extent))
+        if extent > 1:  # a loop of one iteration adds nothing, whatever its coefficient
+            pieces.append(_Piece(loop, dim, coeff, extent))
     stride = 1
     for piece in sorted(pieces, key=lambda p: p.coeff):
         if piece.coeff != stride:
@@ -137,7 +138,7 @@ def _pieces(binding: E.PrimExpr, dim: int, size: int, loops: list[For]) -> list[
         stride *= piece.extent
     if stride != size:
         return None
-    return [p for p in pieces if p.extent > 1]
+    return pieces
 
 
 def _merged(pieces: list[_Piece]) -> list[_Piece]:

@@ -283,3 +283,15 @@ def test_the_default_schedule_reads_a_large_weight_in_panels_that_fit_the_cache(
     arrays = pack_arguments(module, "main", [a, b, np.zeros((16, 768), "float32")])
     module["main"](*arrays)
     np.testing.assert_allclose(arrays[-1], a @ b, rtol=1e-4, atol=1e-3)
+
+
+def test_a_loop_of_one_iteration_does_not_stop_the_rewrite() -> None:
+    """j split [2, 1, 32]: the unit loop has the same coefficient as the inner piece."""
+    sch = Schedule(mark_layout_free(matmul(8, 64, 32), ["B"]))
+    block = sch.get_block("C")
+    i, j, k = sch.get_loops(block)
+    j0, j1, j2 = sch.split(j, [2, 1, 32])
+    sch.reorder(j0, i, j1, k, j2)
+    assert rewrite_layout_free(sch) == ["B"]
+    (rewrite,) = [inst for inst in sch.trace.instructions if inst.kind == "transform_layout"]
+    assert rewrite.inputs["index_map"] == "d0, d1 -> d1 // 32, d0, d1 % 32"

@@ -55,6 +55,17 @@ def url(tmp_path) -> str:
         (["tune", "matmul", "--shape", *SHAPE, "--trials", "0"], "--trials must be at least 1"),
         (["tune", "missing.json"], "cannot read the spec file"),
         (["best", "matmul", "--shape", "8"], "matmul needs --shape M N K"),
+        (["tune", "dense", "--shape", *SHAPE, "--constant", "V"], "constant parameter 'V'"),
+        (
+            [
+                "tune",
+                "--spec",
+                '{"op": "relu", "args": {"shape": [8]}, "constants": 3}',
+                "--constant",
+                "A",
+            ],
+            "the spec's constants must be a list",
+        ),
         (["records", "--limit", "0"], "--limit must be from 1 to 10000"),
     ],
 )
@@ -83,6 +94,19 @@ def test_argparse_rejections_exit_2(argv, message, url, capsys):
 
 def test_best_of_an_untuned_workload_says_so(url, capsys):
     assert main(["best", "matmul", "--shape", *SHAPE, "--db", url]) == 1
+    assert "tune it first" in capsys.readouterr().err
+
+
+def test_a_constant_weight_is_stored_in_the_tuned_layout(url, capsys, rng):
+    """``--constant W`` makes another workload, whose best trace lays out W; the module
+    built from the database converts W with its pack function."""
+    dense = ["dense", "--shape", *SHAPE, "--constant", "W", "--db", url]
+    assert main(["tune", *dense, "--trials", "4", "--space", "generated"]) == 0
+    capsys.readouterr()
+    assert main(["best", *dense, "--json"]) == 0
+    trace = Trace.from_json(capsys.readouterr().out.strip())
+    assert any(inst.kind == "transform_layout" for inst in trace.instructions)
+    assert main(["best", "dense", "--shape", *SHAPE, "--db", url]) == 1  # not tuned without
     assert "tune it first" in capsys.readouterr().err
 
 
