@@ -8,10 +8,11 @@ from typing import Any
 
 import numpy as np
 
+from compiler.lower.prepack import pack_functions
 from compiler.runtime.blas_pool import check_not_forked, prepare_pool
 from compiler.runtime.function_table import FunctionTable
 from compiler.runtime.profiling import ProfileResult, time_raw
-from compiler.runtime.signature import FuncSignature
+from compiler.runtime.signature import FuncSignature, RuntimeArgumentError
 
 
 class Function:
@@ -60,6 +61,20 @@ class Module(FunctionTable[Function]):
         self._source = source
         self.object_code = object_code
         self.library_path = library_path
+
+    def __call__(self, *arrays: np.ndarray) -> None:
+        """Call the entry on ``arrays``; refused, saying what to do, when the entry
+        takes constant weights converted by pack functions (``compiler.lower.prepack``)."""
+        entry = self.entry_name
+        packs = pack_functions(self, entry)
+        if packs:
+            raise RuntimeArgumentError(
+                f"{entry} takes its constant weights {sorted(packs)} converted (by "
+                f"{', '.join(sorted(packs.values()))}); convert them once with "
+                f"compiler.runtime.prepacked.pack_arguments(module, {entry!r}, arrays) and "
+                f"call module[{entry!r}] on the result"
+            )
+        super().__call__(*arrays)
 
     def time_evaluator(
         self, name: str, number: int = 10, repeat: int = 1, min_repeat_ms: float = 0

@@ -23,6 +23,7 @@ from compiler.graph import GraphModule, optimize
 from compiler.ir.layout_free import LayoutFreeError, layout_free_positions, mark_layout_free
 from compiler.lower.prepack import pack_functions
 from compiler.runtime.prepacked import pack_arguments
+from compiler.runtime.signature import RuntimeArgumentError
 from compiler.schedule import Schedule, Trace
 from compiler.schedule.default import schedule_by_default
 from compiler.schedule.layout_rewrite import rewrite_layout_free
@@ -295,3 +296,11 @@ def test_a_loop_of_one_iteration_does_not_stop_the_rewrite() -> None:
     assert rewrite_layout_free(sch) == ["B"]
     (rewrite,) = [inst for inst in sch.trace.instructions if inst.kind == "transform_layout"]
     assert rewrite.inputs["index_map"] == "d0, d1 -> d1 // 32, d0, d1 % 32"
+
+
+def test_calling_the_module_whole_with_unconverted_weights_says_what_to_do() -> None:
+    spec, _ = CONSTANT_WEIGHT["dense"]
+    module = compiler.build(workload_from_spec(spec))
+    arrays = [np.ones((3, 48), "float32"), np.ones((40, 48), "float32")]
+    with pytest.raises(RuntimeArgumentError, match=r"pack_arguments\(module, 'main', arrays\)"):
+        module(*arrays, np.ones(40, "float32"), np.zeros((3, 40), "float32"))
