@@ -135,6 +135,7 @@ def tuned(
     tasks: list[ModelTask],
     trials: int,
     check: Callable[[GraphModule], dict[str, Any]],
+    conv_block: int,
 ) -> tuple[ModelTuneResult, dict[str, Any]]:
     """The tasks tuned with ``trials`` into a temporary database, and ``check`` of the
     model built from it."""
@@ -156,7 +157,7 @@ def tuned(
             result = tune_model(
                 tasks, database=database, workers=backend, options=options, on_round=progress
             )
-            module = GraphModule(graph, database=database)
+            module = GraphModule(graph, database=database, conv_block=conv_block)
     return result, check(module)
 
 
@@ -181,14 +182,14 @@ def task_rows(tasks: list[ModelTask], result: ModelTuneResult | None) -> list[di
     return rows
 
 
-def bench(name: str, size: Size, trials: int) -> dict[str, Any]:
+def bench(name: str, size: Size, trials: int, conv_block: int) -> dict[str, Any]:
     model = MODELS[name](np.random.default_rng(0), size)
     graph = import_onnx(model)
     inputs = {
         key: np.random.default_rng(1).standard_normal(kind.shape).astype(kind.dtype)
         for key, kind in graph.inputs.items()
     }
-    tasks = extract_tasks(graph)
+    tasks = extract_tasks(graph, conv_block=conv_block)
     gflop = sum(task.flop_count for task in tasks) / 1e9
     shapes = ", ".join(str(a.shape) for a in inputs.values())
     print(f"== {name}: input {shapes}, {gflop:.2f} GFLOP")
@@ -203,11 +204,11 @@ def bench(name: str, size: Size, trials: int) -> dict[str, Any]:
         measured["vs_onnxruntime"] = row["onnxruntime_ms"] / measured["ms"]
         return measured
 
-    row["default"] = check(GraphModule(graph))
+    row["default"] = check(GraphModule(graph, conv_block=conv_block))
     print_ours("default", row["default"])
     result = None
     if trials > 0:
-        result, row["tuned"] = tuned(name, graph, tasks, trials, check)
+        result, row["tuned"] = tuned(name, graph, tasks, trials, check, conv_block)
         row |= tuning_fields(result)
         print_ours("tuned", row["tuned"])
         print_tuning(row)
@@ -290,6 +291,12 @@ def main() -> None:
         "--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}"
     )
     parser.add_argument("--small", action="store_true", help="shrunken models, for a smoke run")
+    parser.add_argument(
+        "--conv-block",
+        type=int,
+        default=0,
+        help="run the convolutions in NCHW[N]c (0: NCHW)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
     args = parser.parse_args()
     names = [n for n in args.models.split(",") if n]
@@ -304,9 +311,17 @@ def main() -> None:
     cpu = machine()
     print(f"{cpu}; onnxruntime {version}")
     size = SMALL if args.small else FULL
-    report = {name: bench(name, size, args.trials) for name in names}
+    if args.conv_block < 0:
+        parser.error("--conv-block must be 0 (NCHW) or a block size")
+    report = {name: bench(name, size, args.trials, args.conv_block) for name in names}
     if args.json:
-        document = {"cpu": cpu, "onnxruntime": version, "trials": args.trials, "models": report}
+        document = {
+            "cpu": cpu,
+            "onnxruntime": version,
+            "trials": args.trials,
+            "conv_block": args.conv_block,
+            "models": report,
+        }
         print(json.dumps(significant(document)))
     if not all(
         check["matches_onnxruntime"]

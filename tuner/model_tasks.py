@@ -37,9 +37,12 @@ class ModelTask:
         return self.task.flop_count * self.weight
 
 
-def extract_tasks(graph: Graph, target: str | LLVMTarget = "llvm") -> list[ModelTask]:
-    """The model's distinct workloads in the order they first run."""
-    optimized, groups = optimize(graph)
+def extract_tasks(
+    graph: Graph, target: str | LLVMTarget = "llvm", *, conv_block: int = 0
+) -> list[ModelTask]:
+    """The model's distinct workloads in the order they first run (with ``conv_block``,
+    its convolutions in NCHW[conv_block]c, as ``GraphModule`` builds them then)."""
+    optimized, groups = optimize(graph, conv_block=conv_block)
     found: dict[str, ModelTask] = {}
     for group in groups:
         if group.is_view:

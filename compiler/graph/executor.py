@@ -25,6 +25,7 @@ import numpy as np
 from compiler.build import build_llvm
 from compiler.codegen.target import LLVMTarget, TargetError
 from compiler.codegen.targets import target_kind
+from compiler.graph.blocked_layout import block_convolutions
 from compiler.graph.fuse import FusedGroup, fuse
 from compiler.graph.ir import Graph, GraphError
 from compiler.graph.passes import fold_scale_into_conv
@@ -41,18 +42,24 @@ from compiler.workload.key import workload_key
 LIBRARY, PLAN, WEIGHTS = "model.so", "plan.json", "weights.npz"
 
 
-def optimize(graph: Graph) -> tuple[Graph, list[FusedGroup]]:
-    """The graph after its passes, and its fused groups: the functions it becomes."""
+def optimize(graph: Graph, *, conv_block: int = 0) -> tuple[Graph, list[FusedGroup]]:
+    """The graph after its passes, and its fused groups: the functions it becomes.
+    With ``conv_block``, the convolutions run in NCHW[conv_block]c
+    (``compiler.graph.blocked_layout``)."""
     graph.check()
     optimized = sink_reshapes(fold_scale_into_conv(graph))
+    if conv_block:
+        optimized = block_convolutions(optimized, conv_block)
     optimized.check()
     return optimized, fuse(optimized)
 
 
-def compile_graph(graph: Graph) -> tuple[Plan, IRModule, dict[str, np.ndarray]]:
+def compile_graph(
+    graph: Graph, *, conv_block: int = 0
+) -> tuple[Plan, IRModule, dict[str, np.ndarray]]:
     """The plan of ``graph``, the module of its distinct functions (``f0``, ``f1``, ...,
     in the order they first run) and its weights."""
-    optimized, groups = optimize(graph)
+    optimized, groups = optimize(graph, conv_block=conv_block)
     functions: dict[str, PrimFunc] = {}
     names: dict[str, str] = {}
     steps = []
@@ -89,13 +96,14 @@ class GraphModule:
         target: str | LLVMTarget = "llvm",
         *,
         database: TuningLookup | None = None,
+        conv_block: int = 0,
     ) -> None:
         if target_kind(target) != "llvm":
             raise TargetError(
                 f"a whole model builds for CPU targets (llvm ...) only, not for {target!r}; "
                 "build its operators for the GPU one by one with compiler.build(func, target)"
             )
-        plan, functions, weights = compile_graph(graph)
+        plan, functions, weights = compile_graph(graph, conv_block=conv_block)
         module = build_llvm(functions, target=target, database=database)
         plan, packed = pack_weights(plan, module, weights)
         self._start(plan, module, packed)

@@ -66,7 +66,7 @@ def tensor_of(node: Node, inputs: Sequence[Tensor]) -> Tensor:
 
 
 # Operators that a reader can index in place, as a view of their input.
-VIEW_OPS = ("reshape", "transpose")
+VIEW_OPS = ("reshape", "transpose", "layout_transform")
 
 
 def view_of(node: Node, source: Tensor) -> Tensor:
@@ -76,6 +76,10 @@ def view_of(node: Node, source: Tensor) -> Tensor:
         return topi.reshape(source, list(node.attrs["shape"]), view=True)
     if node.op == "transpose":
         return topi.transpose(source, list(node.attrs["axes"]), view=True)
+    if node.op == "layout_transform":
+        return topi.layout_transform(
+            source, node.attrs["to"], node.attrs.get("block", 0), view=True
+        )
     raise GraphError(f"node {node.name or node}: {node.op} cannot be read in place")
 
 
@@ -157,6 +161,13 @@ def _conv2d(inputs: Sequence[Tensor], attrs: Mapping[str, Any]) -> Tensor:
     return topi.conv2d_nchw(data, kernel, groups=groups, **options)
 
 
+@_op("conv2d_nchwc", Pattern.COMPLEX)
+def _conv2d_nchwc(inputs: Sequence[Tensor], attrs: Mapping[str, Any]) -> Tensor:
+    data, kernel = inputs
+    options = {k: attrs[k] for k in ("stride", "padding", "dilation") if k in attrs}
+    return topi.conv2d_nchwc(data, kernel, **options)
+
+
 @_op("dense", Pattern.COMPLEX)
 def _dense(inputs: Sequence[Tensor], attrs: Mapping[str, Any]) -> Tensor:
     """``x @ weight.T``, weight (N, K) as ONNX Gemm with transB and TVM's dense have it."""
@@ -220,6 +231,11 @@ def _reshape(inputs: Sequence[Tensor], attrs: Mapping[str, Any]) -> Tensor:
 @_op("transpose", Pattern.INJECTIVE)
 def _transpose(inputs: Sequence[Tensor], attrs: Mapping[str, Any]) -> Tensor:
     return topi.transpose(inputs[0], list(attrs["axes"]))
+
+
+@_op("layout_transform", Pattern.INJECTIVE)
+def _layout_transform(inputs: Sequence[Tensor], attrs: Mapping[str, Any]) -> Tensor:
+    return topi.layout_transform(inputs[0], attrs["to"], attrs.get("block", 0))
 
 
 @_op("concatenate", Pattern.INJECTIVE)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from compiler.graph.ir import Graph, Node
+from compiler.graph.ir import Graph, Node, TensorType
 
 Rule = Callable[[Graph, Iterator[str]], bool]
 
@@ -151,6 +151,36 @@ def _replace(graph: Graph, *, drop: Node, old: Node, new: Node) -> None:
     graph.nodes[graph.nodes.index(drop)] = new
     graph.nodes.remove(old)
     del graph.types[old.output]
+
+
+Fit = Callable[[str, list[Node]], str | None]
+
+
+def sink_below(graph: Graph, moving: Node, node: Node, fit: Fit, names: Iterator[str]) -> bool:
+    """Compute ``node`` on the input of ``moving`` (a layout node that only ``node``
+    reads: a reshape, a layout transform) and apply ``moving`` after it instead, when
+    every other operand of ``node`` has a stand-in: ``fit(value, added)`` names it
+    (appending any node it needs to ``added``) or returns None, and then nothing
+    changes."""
+    (source,) = moving.inputs
+    if graph.types[node.output].shape != graph.types[moving.output].shape:
+        return False  # the node broadcasts the moved value itself to more elements
+    added: list[Node] = []
+    inputs = []
+    for value in node.inputs:
+        fitted = source if value == moving.output else fit(value, added)
+        if fitted is None:
+            return False
+        inputs.append(fitted)
+    computed = next(names)
+    graph.types[computed] = TensorType(graph.types[source].shape, graph.types[node.output].dtype)
+    moved = dataclasses.replace(node, inputs=tuple(inputs), output=computed)
+    after = dataclasses.replace(moving, inputs=(computed,), output=node.output, name=node.name)
+    at = graph.nodes.index(node)
+    graph.nodes[at : at + 1] = [*added, moved, after]
+    graph.nodes.remove(moving)
+    del graph.types[moving.output]
+    return True
 
 
 def drop_unused_constants(graph: Graph) -> None:

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
+from functools import partial
 
 from compiler.graph.fuse import TAKES_EPILOGUE
 from compiler.graph.ir import Graph, Node, TensorType
 from compiler.graph.ops import OPS, Pattern
-from compiler.graph.passes import rewrite_until_done
+from compiler.graph.passes import rewrite_until_done, sink_below
 
 RESHAPE = "reshape"
 MOVABLE = (Pattern.ELEMWISE, Pattern.BROADCAST)
@@ -98,40 +99,20 @@ def _merge(graph: Graph, inner: Node, outer: Node) -> None:
 def _sink(graph: Graph, reshape: Node, node: Node, names: Iterator[str]) -> bool:
     """``node`` computed on the reshape's input and reshaped after, when its other
     operands fit (see the module docstring)."""
-    (source,) = reshape.inputs
-    before = graph.types[source].shape
+    before = graph.types[reshape.inputs[0]].shape
     after = graph.types[reshape.output].shape
-    if graph.types[node.output].shape != after:
-        return False  # the node broadcasts the reshaped value itself to more elements
-    added: list[Node] = []
-    inputs = []
-    for value in node.inputs:
-        if value == reshape.output:
-            inputs.append(source)
-            continue
-        fitted = _fit_operand(graph, value, before, after, names, added)
-        if fitted is None:
-            return False
-        inputs.append(fitted)
-    kind = graph.types[node.output]
-    computed = next(names)
-    graph.types[computed] = TensorType(before, kind.dtype)
-    moved = dataclasses.replace(node, inputs=tuple(inputs), output=computed)
-    reshaped = Node(RESHAPE, (computed,), node.output, {"shape": after}, name=node.name)
-    at = graph.nodes.index(node)
-    graph.nodes[at : at + 1] = [*added, moved, reshaped]
-    graph.nodes.remove(reshape)
-    del graph.types[reshape.output]
-    return True
+    fit = partial(_fit_operand, graph, before=before, after=after, names=names)
+    return sink_below(graph, reshape, node, fit, names)
 
 
 def _fit_operand(
     graph: Graph,
     value: str,
+    added: list[Node],
+    *,
     before: tuple[int, ...],
     after: tuple[int, ...],
     names: Iterator[str],
-    added: list[Node],
 ) -> str | None:
     """The operand that plays ``value``'s part against the reshape's input, or None."""
     shape = graph.types[value].shape

@@ -17,6 +17,7 @@ from compiler.topi.nn import (
     batch_matmul,
     conv2d_nchw,
     conv2d_nchw_bias_relu,
+    conv2d_nchwc,
     conv2d_nhwc,
     dense,
     depthwise_conv2d_nchw,
@@ -29,7 +30,7 @@ from compiler.topi.nn import (
     softmax,
 )
 from compiler.topi.reduction import max, mean, min, sum
-from compiler.topi.transform import concatenate, reshape, transpose
+from compiler.topi.transform import concatenate, layout_transform, reshape, transpose
 
 __all__ = [
     "OperatorError",
@@ -40,6 +41,7 @@ __all__ = [
     "concatenate",
     "conv2d_nchw",
     "conv2d_nchw_bias_relu",
+    "conv2d_nchwc",
     "conv2d_nhwc",
     "dense",
     "depthwise_conv2d_nchw",
@@ -48,6 +50,7 @@ __all__ = [
     "gelu",
     "global_avg_pool2d",
     "layer_norm",
+    "layout_transform",
     "log",
     "log_softmax",
     "matmul",

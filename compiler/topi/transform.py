@@ -1,4 +1,5 @@
-"""Layout operators: transpose, reshape, concatenate. They move elements, never change them."""
+"""Layout operators: transpose, reshape, concatenate, layout_transform (NCHW <-> NCHW[x]c).
+They move elements, never change them."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from compiler.ir.expr import PrimExpr
 from compiler.te import Tensor
 from compiler.topi.errors import OperatorError
 from compiler.topi.utils import (
+    check_int,
     check_same_dtype,
     check_tensor,
     clamp,
@@ -86,6 +88,31 @@ def _moved(
     if view:
         return te.view(a, tuple(shape), source, name=name)
     return te.compute(tuple(shape), lambda *i: a[source(*i)], name=name)
+
+
+def layout_transform(a: Tensor, to: str, block: int = 0, *, view: bool = False) -> Tensor:
+    """NCHW (N, C, H, W) to the blocked NCHW[block]c (N, C/block, H, W, block)
+    (``to="NCHWc"``), or back (``to="NCHW"``, from (N, C/b, H, W, b)). With ``view``,
+    a view of ``a`` that its readers index in place (``te.view``)."""
+    op = "layout_transform"
+    if to == "NCHWc":
+        check_tensor(op, "a", a, ndim=4)
+        n, channels, height, width = static_shape(op, "a", a)
+        check_int(op, "block", block, minimum=1)
+        if channels % block:
+            raise OperatorError(f"{op}: {channels} channels do not split into blocks of {block}")
+        shape = (n, channels // block, height, width, block)
+        return _moved(
+            a, shape, lambda n, co, h, w, ci: (n, co * block + ci, h, w), "T_blocked", view
+        )
+    if to == "NCHW":
+        check_tensor(op, "a", a, ndim=5)
+        n, blocks, height, width, size = static_shape(op, "a", a)
+        plain = (n, blocks * size, height, width)
+        return _moved(
+            a, plain, lambda n, c, h, w: (n, c // size, h, w, c % size), "T_unblocked", view
+        )
+    raise OperatorError(f"{op}: to must be 'NCHWc' or 'NCHW', got {to!r}")
 
 
 def _resolve_newshape(in_shape: tuple[int, ...], newshape: Any) -> tuple[int, ...]:

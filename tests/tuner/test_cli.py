@@ -101,7 +101,7 @@ def test_a_constant_weight_is_stored_in_the_tuned_layout(url, capsys, rng):
     """``--constant W`` makes another workload, whose best trace lays out W; the module
     built from the database converts W with its pack function."""
     dense = ["dense", "--shape", *SHAPE, "--constant", "W", "--db", url]
-    assert main(["tune", *dense, "--trials", "4", "--space", "generated"]) == 0
+    assert main(["tune", *dense, "--trials", "4", "--batch-size", "4", "--space", "generated"]) == 0
     capsys.readouterr()
     assert main(["best", *dense, "--json"]) == 0
     trace = Trace.from_json(capsys.readouterr().out.strip())

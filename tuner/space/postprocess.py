@@ -7,8 +7,8 @@ ordinary traced primitives, so the candidate's trace alone replays the program
 First the **layout rewrite** of every parameter the workload marks constant
 (``compiler.schedule.layout_rewrite``), while the loops are still the tiling's:
 its block sizes are the tile sizes the candidate's decisions chose. A build then
-converts the weight once, outside every call. Then, in this order, so each sees
-what the one before left serial:
+converts the weight once, outside every call, so the conversion's loops are left
+plain. Then, in this order, so each sees what the one before left serial:
 
 1. **Vectorize** the innermost loop of every block when it is spatial, holds the
    block alone and runs at most ``lanes`` iterations: whole, as the default
@@ -34,6 +34,7 @@ from compiler.ir.expr import IntImm
 from compiler.ir.stmt import BlockRealize, For, ForKind
 from compiler.schedule import BlockRV, Schedule, ScheduleError
 from compiler.schedule.layout_rewrite import rewrite_layout_free
+from compiler.schedule.primitives.layout import LAYOUT_REWRITE_ATTR
 from tuner.space.rules.analysis import (
     SCALAR_CALLS,
     SPATIAL,
@@ -55,7 +56,12 @@ def postprocess(sch: Schedule) -> Schedule:
     sizes = sch.get(root).annotations
     if not any(key in sizes for key in (PARALLEL, VECTORIZE, UNROLL)):
         return sch
-    blocks = sch.get_child_blocks(root)
+    # A constant weight's conversion runs once, at build time: its loops stay plain.
+    blocks = [
+        block
+        for block in sch.get_child_blocks(root)
+        if LAYOUT_REWRITE_ATTR not in sch.get(block).annotations
+    ]
     if sizes.get(VECTORIZE, 0) > 0:
         sch = _vectorize(sch, blocks, sizes[VECTORIZE])
     if sizes.get(PARALLEL, 0) > 0:

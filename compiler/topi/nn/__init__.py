@@ -4,6 +4,7 @@ from compiler.topi.elemwise import gelu, relu
 from compiler.topi.nn.conv2d import (
     conv2d_nchw,
     conv2d_nchw_bias_relu,
+    conv2d_nchwc,
     conv2d_nhwc,
     depthwise_conv2d_nchw,
 )
@@ -18,6 +19,7 @@ __all__ = [
     "batch_matmul",
     "conv2d_nchw",
     "conv2d_nchw_bias_relu",
+    "conv2d_nchwc",
     "conv2d_nhwc",
     "dense",
     "depthwise_conv2d_nchw",

@@ -1,5 +1,8 @@
-"""2-D convolutions: NCHW (OIHW kernel), NHWC (HWIO kernel), depthwise NCHW, and
-NCHW with bias and relu fused.
+"""2-D convolutions: NCHW (OIHW kernel), NHWC (HWIO kernel), depthwise NCHW, NCHW with
+bias and relu fused, and the blocked NCHW[x]c (TVM's ``conv2d_NCHWc`` for x86: the
+channels split into blocks of ``c``, innermost, so a kernel writes ``c`` consecutive
+output channels of one pixel with one vector whatever the image size, where NCHW's
+rows of a 7x7 map give vectors of 7).
 
 Every variant takes ``stride``, ``padding`` and ``dilation`` as an int or a pair
 (height, width); ``padding`` may also be four ints (top, left, bottom, right), as
@@ -119,6 +122,17 @@ def _check_kernel_channels(
         )
 
 
+def _operand_shapes(
+    op: str, data: Tensor, kernel: Tensor, data_ndim: int, kernel_ndim: int
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The static shapes of a convolution's data and kernel, checked: their ranks, one
+    dtype."""
+    check_tensor(op, "data", data, ndim=data_ndim)
+    check_tensor(op, "kernel", kernel, ndim=kernel_ndim)
+    check_same_dtype(op, {"data": data, "kernel": kernel})
+    return static_shape(op, "data", data), static_shape(op, "kernel", kernel)
+
+
 def _input_channel(
     groups: int, out_channel: PrimExpr, out_per_group: int, in_per_group: int, rc: PrimExpr
 ) -> PrimExpr:
@@ -137,11 +151,9 @@ def conv2d_nchw(
 ) -> Tensor:
     """data (N, C, H, W) * kernel (O, C/groups, KH, KW) -> (N, O, OH, OW)."""
     op = "conv2d_nchw"
-    check_tensor(op, "data", data, ndim=4)
-    check_tensor(op, "kernel", kernel, ndim=4)
-    check_same_dtype(op, {"data": data, "kernel": kernel})
-    _, channels, height, width = static_shape(op, "data", data)
-    out_channels, per_group, kh, kw = static_shape(op, "kernel", kernel)
+    data_shape, kernel_shape = _operand_shapes(op, data, kernel, 4, 4)
+    _, channels, height, width = data_shape
+    out_channels, per_group, kh, kw = kernel_shape
     _check_groups(op, groups, channels, out_channels)
     _check_kernel_channels(op, kernel, per_group, channels, groups)
     win = sliding_window(op, (height, width), (kh, kw), stride, padding, dilation)
@@ -173,11 +185,9 @@ def conv2d_nhwc(
 ) -> Tensor:
     """data (N, H, W, C) * kernel (KH, KW, C/groups, O) -> (N, OH, OW, O)."""
     op = "conv2d_nhwc"
-    check_tensor(op, "data", data, ndim=4)
-    check_tensor(op, "kernel", kernel, ndim=4)
-    check_same_dtype(op, {"data": data, "kernel": kernel})
-    _, height, width, channels = static_shape(op, "data", data)
-    kh, kw, per_group, out_channels = static_shape(op, "kernel", kernel)
+    data_shape, kernel_shape = _operand_shapes(op, data, kernel, 4, 4)
+    _, height, width, channels = data_shape
+    kh, kw, per_group, out_channels = kernel_shape
     _check_groups(op, groups, channels, out_channels)
     _check_kernel_channels(op, kernel, per_group, channels, groups)
     win = sliding_window(op, (height, width), (kh, kw), stride, padding, dilation)
@@ -212,11 +222,9 @@ def depthwise_conv2d_nchw(
     (TVM's layout; ``M`` is the channel multiplier).
     """
     op = "depthwise_conv2d_nchw"
-    check_tensor(op, "data", data, ndim=4)
-    check_tensor(op, "kernel", kernel, ndim=4)
-    check_same_dtype(op, {"data": data, "kernel": kernel})
-    _, channels, height, width = static_shape(op, "data", data)
-    kernel_channels, multiplier, kh, kw = static_shape(op, "kernel", kernel)
+    data_shape, kernel_shape = _operand_shapes(op, data, kernel, 4, 4)
+    _, channels, height, width = data_shape
+    kernel_channels, multiplier, kh, kw = kernel_shape
     if kernel_channels != channels:
         raise OperatorError(
             f"{op}: kernel {shape_str(kernel)} is for {kernel_channels} channels but data "
@@ -283,3 +291,38 @@ def window_index(out: PrimExpr, stride: int, offset: PrimExpr, dilation: int) ->
     plain sums of loop variables wherever the layout allows."""
     start = out * stride if stride != 1 else out
     return start + (offset * dilation if dilation != 1 else offset)
+
+
+def conv2d_nchwc(
+    data: Tensor,
+    kernel: Tensor,
+    stride: IntOrPair = 1,
+    padding: IntOrPair = 0,
+    dilation: IntOrPair = 1,
+) -> Tensor:
+    """data (N, C/ic, H, W, ic) * kernel (O/oc, C/ic, KH, KW, ic, oc) -> (N, O/oc, OH, OW, oc)."""
+    op = "conv2d_nchwc"
+    data_shape, kernel_shape = _operand_shapes(op, data, kernel, 5, 6)
+    _, blocks, height, width, block = data_shape
+    out_blocks, kernel_blocks, kh, kw, kernel_block, out_block = kernel_shape
+    if (kernel_blocks, kernel_block) != (blocks, block):
+        raise OperatorError(
+            f"{op}: kernel {shape_str(kernel)} reads {kernel_blocks} blocks of {kernel_block} "
+            f"input channels, data {shape_str(data)} has {blocks} blocks of {block}"
+        )
+    win = sliding_window(op, (height, width), (kh, kw), stride, padding, dilation)
+    source = _padded(data, win, height_axis=2)
+    rco = te.reduce_axis((0, blocks), name="rco")
+    ry = te.reduce_axis((0, kh), name="ry")
+    rx = te.reduce_axis((0, kw), name="rx")
+    rci = te.reduce_axis((0, block), name="rci")
+    (sh, sw), (dh, dw) = win.stride, win.dilation
+
+    def element(n: PrimExpr, oo: PrimExpr, y: PrimExpr, x: PrimExpr, oi: PrimExpr) -> PrimExpr:
+        row = window_index(y, sh, ry.var, dh)
+        col = window_index(x, sw, rx.var, dw)
+        value = source[n, rco, row, col, rci] * kernel[oo, rco, ry, rx, rci, oi]
+        return te.sum(value, axis=[rco, ry, rx, rci])
+
+    shape = (data.shape[0], out_blocks, win.out_height, win.out_width, out_block)
+    return te.compute(shape, element, name="conv2d_nchwc")

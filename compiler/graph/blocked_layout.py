@@ -1,0 +1,175 @@
+"""Convolutions in the blocked layout NCHW[x]c from the first to the last, with
+layout transforms only where the layout really changes (Relay's AlterOpLayout for
+x86 ``conv2d_NCHWc``).
+
+``block_convolutions`` rewrites the graph by four local rules until none applies:
+
+- a ``conv2d`` (one group, channels that split into blocks) becomes
+  ``to_nchw(conv2d_nchwc(to_blocked(x), W'))``, its weight ``W`` converted once, here,
+  to (O/b, C/b, KH, KW, b, b);
+- ``to_blocked(to_nchw(z))`` reads ``z`` itself;
+- ``f(to_nchw(y), ...)`` becomes ``to_nchw(f(y, ...))`` for an elementwise or
+  broadcast ``f`` whose other operands fit the blocked layout: one element, a
+  per-channel constant (a bias, converted here), or a value of the same shape (then
+  read through ``to_blocked``, which the rule before cancels where it was blocked);
+- a transform that nothing reads goes.
+
+So a ResNet's bias adds, ReLUs and residual adds stay blocked between its
+convolutions; a transform is left only before a node that needs NCHW (a pooling,
+a flatten), and there the node reads it in place (``compiler.graph.fuse``): no
+kernel copies the layout.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from functools import partial
+
+import numpy as np
+
+from compiler.graph.ir import Graph, Node, TensorType
+from compiler.graph.ops import OPS, Pattern
+from compiler.graph.passes import rewrite_until_done, sink_below
+
+TRANSFORM = "layout_transform"
+BLOCKED = "NCHWc"
+PLAIN = "NCHW"
+MOVABLE = (Pattern.ELEMWISE, Pattern.BROADCAST)
+
+
+def block_convolutions(graph: Graph, block: int) -> Graph:
+    """``graph`` with its convolutions in NCHW[``block``]c (see the module docstring)."""
+    return rewrite_until_done(graph, partial(_apply_one_rule, block=block), "blocked")
+
+
+def _apply_one_rule(graph: Graph, names: Iterator[str], *, block: int) -> bool:
+    producer = graph.producer()
+    consumers = graph.consumers()
+    for node in graph.nodes:
+        if node.op == "conv2d" and _blockable(graph, node, block):
+            _block_convolution(graph, node, block, names)
+            return True
+        if node.op != TRANSFORM and OPS[node.op].pattern not in MOVABLE:
+            continue
+        if node.op == TRANSFORM and node.output not in graph.outputs:
+            if not consumers.get(node.output):
+                graph.nodes.remove(node)
+                del graph.types[node.output]
+                return True
+            undone = _undone(graph, node, producer)
+            if undone is not None:
+                _bypass(graph, node, undone)
+                return True
+            continue
+        for value in node.inputs:
+            unblock = producer.get(value)
+            if unblock is None or unblock.op != TRANSFORM or unblock.attrs["to"] != PLAIN:
+                continue
+            if value in graph.outputs or len(consumers.get(value, [])) != 1:
+                continue
+            if _sink(graph, unblock, node, names):
+                return True
+    return False
+
+
+def _blockable(graph: Graph, conv: Node, block: int) -> bool:
+    data, weights = conv.inputs
+    shape = graph.types[data].shape
+    kernel = graph.constants.get(weights)
+    return (
+        conv.attrs.get("groups", 1) == 1
+        and len(shape) == 4
+        and kernel is not None
+        and kernel.ndim == 4
+        and shape[1] % block == 0
+        and kernel.shape[0] % block == 0
+    )
+
+
+def _block_convolution(graph: Graph, conv: Node, block: int, names: Iterator[str]) -> None:
+    """``conv`` as ``to_nchw(conv2d_nchwc(to_blocked(x), W'))``, ``W'`` made here."""
+    data, weights = conv.inputs
+    n, channels, height, width = graph.types[data].shape
+    kernel = graph.constants[weights]
+    out, _, kh, kw = kernel.shape
+    dtype = graph.types[conv.output].dtype
+    _, _, out_height, out_width = graph.types[conv.output].shape
+    blocked_data, blocked_kernel, blocked_out = next(names), next(names), next(names)
+    graph.types[blocked_data] = TensorType((n, channels // block, height, width, block), dtype)
+    graph.constants[blocked_kernel] = np.ascontiguousarray(
+        kernel.reshape(out // block, block, channels // block, block, kh, kw).transpose(
+            0, 2, 4, 5, 3, 1
+        )
+    )
+    graph.types[blocked_kernel] = TensorType(graph.constants[blocked_kernel].shape, dtype)
+    graph.types[blocked_out] = TensorType((n, out // block, out_height, out_width, block), dtype)
+    window = {k: v for k, v in conv.attrs.items() if k in ("stride", "padding", "dilation")}
+    at = graph.nodes.index(conv)
+    graph.nodes[at : at + 1] = [
+        Node(TRANSFORM, (data,), blocked_data, {"to": BLOCKED, "block": block}, conv.name),
+        Node("conv2d_nchwc", (blocked_data, blocked_kernel), blocked_out, window, conv.name),
+        Node(TRANSFORM, (blocked_out,), conv.output, {"to": PLAIN}, conv.name),
+    ]
+
+
+def _undone(graph: Graph, transform: Node, producer: dict[str, Node]) -> str | None:
+    """What ``transform`` undoes: ``z`` for ``to_blocked(to_nchw(z))`` (same block)."""
+    if transform.attrs["to"] != BLOCKED:
+        return None
+    before = producer.get(transform.inputs[0])
+    if before is None or before.op != TRANSFORM or before.attrs["to"] != PLAIN:
+        return None
+    source = before.inputs[0]
+    return source if graph.types[source].shape[-1] == transform.attrs["block"] else None
+
+
+def _bypass(graph: Graph, transform: Node, source: str) -> None:
+    graph.nodes.remove(transform)
+    graph.nodes[:] = [
+        dataclasses.replace(
+            n, inputs=tuple(source if v == transform.output else v for v in n.inputs)
+        )
+        for n in graph.nodes
+    ]
+    del graph.types[transform.output]
+
+
+def _sink(graph: Graph, unblock: Node, node: Node, names: Iterator[str]) -> bool:
+    """``node`` computed blocked and transformed after, when its operands fit."""
+    blocked = graph.types[unblock.inputs[0]].shape
+    plain = graph.types[unblock.output].shape
+    fit = partial(_fit, graph, plain=plain, blocked=blocked, names=names)
+    return sink_below(graph, unblock, node, fit, names)
+
+
+def _fit(
+    graph: Graph,
+    value: str,
+    added: list[Node],
+    *,
+    plain: tuple[int, ...],
+    blocked: tuple[int, ...],
+    names: Iterator[str],
+) -> str | None:
+    """The operand that plays ``value``'s part in the blocked layout, or None."""
+    kind = graph.types[value]
+    block = blocked[-1]
+    if kind.size == 1:
+        return value
+    if kind.shape == plain:
+        name = next(names)
+        graph.types[name] = TensorType(blocked, kind.dtype)
+        added.append(Node(TRANSFORM, (value,), name, {"to": BLOCKED, "block": block}))
+        return name
+    constant = graph.constants.get(value)
+    channels = plain[1]
+    if constant is None or constant.ndim > 4:
+        return None
+    padded = (1,) * (4 - constant.ndim) + constant.shape
+    if padded != (1, channels, 1, 1):
+        return None
+    name = next(names)
+    graph.constants[name] = constant.reshape(1, channels // block, 1, 1, block).copy()
+    graph.types[name] = TensorType(graph.constants[name].shape, kind.dtype)
+    return name
