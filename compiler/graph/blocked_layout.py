@@ -22,7 +22,6 @@ kernel copies the layout.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from functools import partial
 
@@ -30,7 +29,7 @@ import numpy as np
 
 from compiler.graph.ir import Graph, Node, TensorType
 from compiler.graph.ops import OPS, Pattern
-from compiler.graph.passes import rewrite_until_done, sink_below
+from compiler.graph.passes import bypass, rewrite_until_done, sink_below
 
 TRANSFORM = "layout_transform"
 BLOCKED = "NCHWc"
@@ -59,7 +58,7 @@ def _apply_one_rule(graph: Graph, names: Iterator[str], *, block: int) -> bool:
                 return True
             undone = _undone(graph, node, producer)
             if undone is not None:
-                _bypass(graph, node, undone)
+                bypass(graph, node, undone)
                 return True
             continue
         for value in node.inputs:
@@ -122,17 +121,6 @@ def _undone(graph: Graph, transform: Node, producer: dict[str, Node]) -> str | N
         return None
     source = before.inputs[0]
     return source if graph.types[source].shape[-1] == transform.attrs["block"] else None
-
-
-def _bypass(graph: Graph, transform: Node, source: str) -> None:
-    graph.nodes.remove(transform)
-    graph.nodes[:] = [
-        dataclasses.replace(
-            n, inputs=tuple(source if v == transform.output else v for v in n.inputs)
-        )
-        for n in graph.nodes
-    ]
-    del graph.types[transform.output]
 
 
 def _sink(graph: Graph, unblock: Node, node: Node, names: Iterator[str]) -> bool:

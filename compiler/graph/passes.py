@@ -183,6 +183,17 @@ def sink_below(graph: Graph, moving: Node, node: Node, fit: Fit, names: Iterator
     return True
 
 
+def bypass(graph: Graph, node: Node, source: str) -> None:
+    """Remove ``node``, whose output holds what ``source`` holds: its readers read
+    ``source`` instead."""
+    graph.nodes.remove(node)
+    graph.nodes[:] = [
+        dataclasses.replace(n, inputs=tuple(source if v == node.output else v for v in n.inputs))
+        for n in graph.nodes
+    ]
+    del graph.types[node.output]
+
+
 def drop_unused_constants(graph: Graph) -> None:
     """Remove the constants no node reads and no output returns."""
     read = {value for node in graph.nodes for value in node.inputs} | set(graph.outputs)

@@ -27,7 +27,7 @@ from functools import partial
 from compiler.graph.fuse import TAKES_EPILOGUE
 from compiler.graph.ir import Graph, Node, TensorType
 from compiler.graph.ops import OPS, Pattern
-from compiler.graph.passes import rewrite_until_done, sink_below
+from compiler.graph.passes import bypass, rewrite_until_done, sink_below
 
 RESHAPE = "reshape"
 MOVABLE = (Pattern.ELEMWISE, Pattern.BROADCAST)
@@ -47,7 +47,7 @@ def _apply_one_rule(graph: Graph, names: Iterator[str]) -> bool:
             and graph.types[node.inputs[0]].shape == graph.types[node.output].shape
         ):
             if node.output not in graph.outputs:
-                _bypass(graph, node)
+                bypass(graph, node, node.inputs[0])
                 return True
         for value in node.inputs:
             reshape = producer.get(value)
@@ -56,8 +56,10 @@ def _apply_one_rule(graph: Graph, names: Iterator[str]) -> bool:
             if node.op == RESHAPE:
                 _merge(graph, reshape, node)
                 return True
-            if OPS[node.op].pattern in MOVABLE and _extends_chain(graph, reshape.inputs[0]):
-                if _sink(graph, reshape, node, names):
+            if OPS[node.op].pattern not in MOVABLE:
+                continue
+            if _extends_chain(graph, reshape.inputs[0], producer, consumers):
+                if _sink(graph, reshape, node, names, producer, consumers):
                     return True
     return False
 
@@ -67,26 +69,17 @@ def _alone(graph: Graph, value: str, consumers: dict[str, list[Node]]) -> bool:
     return value not in graph.outputs and len(consumers.get(value, [])) == 1
 
 
-def _extends_chain(graph: Graph, value: str) -> bool:
+def _extends_chain(
+    graph: Graph, value: str, producer: dict[str, Node], consumers: dict[str, list[Node]]
+) -> bool:
     """Whether a node after ``value`` could join the group that makes it: a node that
     takes an epilogue makes it, and only the reshape reads it."""
-    made_by = graph.producer().get(value)
+    made_by = producer.get(value)
     return (
         made_by is not None
         and OPS[made_by.op].pattern in TAKES_EPILOGUE
-        and _alone(graph, value, graph.consumers())
+        and _alone(graph, value, consumers)
     )
-
-
-def _bypass(graph: Graph, reshape: Node) -> None:
-    """Drop a reshape to the shape its input already has; its readers read the input."""
-    (source,) = reshape.inputs
-    graph.nodes.remove(reshape)
-    graph.nodes[:] = [
-        dataclasses.replace(n, inputs=tuple(source if v == reshape.output else v for v in n.inputs))
-        for n in graph.nodes
-    ]
-    del graph.types[reshape.output]
 
 
 def _merge(graph: Graph, inner: Node, outer: Node) -> None:
@@ -96,12 +89,25 @@ def _merge(graph: Graph, inner: Node, outer: Node) -> None:
     del graph.types[inner.output]
 
 
-def _sink(graph: Graph, reshape: Node, node: Node, names: Iterator[str]) -> bool:
+def _sink(
+    graph: Graph,
+    reshape: Node,
+    node: Node,
+    names: Iterator[str],
+    producer: dict[str, Node],
+    consumers: dict[str, list[Node]],
+) -> bool:
     """``node`` computed on the reshape's input and reshaped after, when its other
     operands fit (see the module docstring)."""
-    before = graph.types[reshape.inputs[0]].shape
-    after = graph.types[reshape.output].shape
-    fit = partial(_fit_operand, graph, before=before, after=after, names=names)
+    fit = partial(
+        _fit_operand,
+        graph,
+        before=graph.types[reshape.inputs[0]].shape,
+        after=graph.types[reshape.output].shape,
+        names=names,
+        producer=producer,
+        consumers=consumers,
+    )
     return sink_below(graph, reshape, node, fit, names)
 
 
@@ -113,17 +119,20 @@ def _fit_operand(
     before: tuple[int, ...],
     after: tuple[int, ...],
     names: Iterator[str],
+    producer: dict[str, Node],
+    consumers: dict[str, list[Node]],
 ) -> str | None:
-    """The operand that plays ``value``'s part against the reshape's input, or None."""
+    """The operand that plays ``value``'s part against the reshape's input, or None
+    (``producer`` and ``consumers`` of the graph as it is before the move)."""
     shape = graph.types[value].shape
     if graph.types[value].size == 1:
         return value if len(shape) <= len(before) else None
     if shape == after:
-        made_by = graph.producer().get(value)
+        made_by = producer.get(value)
         if made_by is not None and made_by.op == RESHAPE:
             if graph.types[made_by.inputs[0]].shape == before:
-                return made_by.inputs[0] if len(graph.consumers()[value]) == 1 else None
-        if _extends_chain(graph, value):
+                return made_by.inputs[0] if len(consumers[value]) == 1 else None
+        if _extends_chain(graph, value, producer, consumers):
             return None  # its own reshape may sink instead; doing both would go round
         name = next(names)
         graph.types[name] = TensorType(before, graph.types[value].dtype)
