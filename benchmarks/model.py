@@ -14,7 +14,10 @@ run spends outside them, per kernel (copying inputs and outputs, the calls); the
 with a budget, it tunes the model's tasks (``tuner.model_tune``) with the local
 workers into a temporary SQLite database, printing each round on stderr, and times
 and checks the model built from that database the same way. The task table gives each task's kind,
-weight, MFLOP (all its occurrences), the trials it got and its best time. Speeds are
+weight, MFLOP (all its occurrences), the trials it got, its best time, and its GFLOP/s
+against the machine's nominal FMA peak (``fma_peak_gflops``). A 3x3 convolution is a
+task per algorithm (direct, ``[winograd2]``, ``[winograd4]``); the model runs the
+fastest. Speeds are
 onnxruntime's latency over ours: above 1 where ours is faster. Nothing else should
 run on the machine meanwhile; the exit status is 1 when an output differs from
 onnxruntime's by more than the tolerance (after printing everything).
@@ -41,6 +44,7 @@ import onnx  # noqa: E402
 
 import db  # noqa: E402
 import workers  # noqa: E402
+from compiler.codegen.target import LLVMTarget  # noqa: E402
 from compiler.graph import Graph, GraphModule, import_onnx  # noqa: E402
 from tuner.model_tasks import ModelTask, extract_tasks, tuned_tasks  # noqa: E402
 from tuner.model_tune import ModelTuneOptions, ModelTuneResult, tune_model  # noqa: E402
@@ -161,13 +165,31 @@ def tuned(
     return result, check(module)
 
 
+def fma_peak_gflops() -> float | None:
+    """The CPU's nominal float32 peak: threads x 2 FMA pipes x vector lanes x 2 FLOPs
+    x the clock ``/proc/cpuinfo`` reports (None where it reports none). Two FMA pipes
+    per core is what x86 server cores since Haswell and Zen 2 have."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            mhz = next(float(line.split(":")[1]) for line in cpuinfo if line.startswith("cpu MHz"))
+    except (OSError, StopIteration, ValueError):
+        return None
+    target = LLVMTarget.parse("llvm")
+    return target.threads * 2 * (target.vector_bits // 32) * 2 * mhz / 1e3
+
+
 def task_rows(tasks: list[ModelTask], result: ModelTuneResult | None) -> list[dict[str, Any]]:
+    """Each task's weight, MFLOP, trials and best time, with its GFLOP/s against the
+    FMA peak (a Winograd task counts the direct convolution's FLOPs, so it can pass
+    the peak: it does fewer multiplications)."""
     states = {} if result is None else {p.task.task.workload_key: p.state for p in result.tasks}
     total = 0 if result is None else result.trials
+    peak = fma_peak_gflops()
     rows = []
     for task in tasks:
         state = states.get(task.task.workload_key)
         best = None if state is None else state.best_seconds
+        gflops = None if best is None else task.task.flop_count / best / 1e9
         rows.append(
             {
                 "kind": task.kind,
@@ -177,6 +199,8 @@ def task_rows(tasks: list[ModelTask], result: ModelTuneResult | None) -> list[di
                 "trials": None if state is None else state.trials,
                 "share": None if state is None or not total else state.trials / total,
                 "best_ms": None if best is None else best * 1e3,
+                "gflops": gflops,
+                "of_fma_peak": None if gflops is None or not peak else gflops / peak,
             }
         )
     return rows
@@ -190,7 +214,7 @@ def bench(name: str, size: Size, trials: int, conv_block: int) -> dict[str, Any]
         for key, kind in graph.inputs.items()
     }
     tasks = extract_tasks(graph, conv_block=conv_block)
-    gflop = sum(task.flop_count for task in tasks) / 1e9
+    gflop = sum(task.flop_count for task in tasks if not task.is_alternative) / 1e9
     shapes = ", ".join(str(a.shape) for a in inputs.values())
     print(f"== {name}: input {shapes}, {gflop:.2f} GFLOP")
     peer = onnxruntime_run(model, inputs)
@@ -257,16 +281,21 @@ def print_ours(label: str, measured: dict[str, Any]) -> None:
 def print_tasks(rows: list[dict[str, Any]]) -> None:
     """The tasks worth tuning, one a line; the rest (memory-bound groups on their default
     schedules) in one line."""
-    print(f"  {'task':34} {'weight':>6} {'MFLOP':>9} {'trials':>6} {'share':>6} {'best ms':>9}")
+    print(
+        f"  {'task':34} {'weight':>6} {'MFLOP':>9} {'trials':>6} {'share':>6} {'best ms':>9} "
+        f"{'GFLOP/s':>8} {'of peak':>7}"
+    )
     for row in rows:
         if not row["worth_tuning"]:
             continue
         trials = "-" if row["trials"] is None else str(row["trials"])
         share = "-" if row["share"] is None else f"{row['share']:.0%}"
         best = "-" if row["best_ms"] is None else f"{row['best_ms']:.4g}"
+        gflops = "-" if row["gflops"] is None else f"{row['gflops']:.1f}"
+        of_peak = "-" if row["of_fma_peak"] is None else f"{row['of_fma_peak']:.0%}"
         print(
             f"  {row['kind'][:34]:34} {row['weight']:>6} {row['mflop']:>9.2f} "
-            f"{trials:>6} {share:>6} {best:>9}"
+            f"{trials:>6} {share:>6} {best:>9} {gflops:>8} {of_peak:>7}"
         )
     rest = [row for row in rows if not row["worth_tuning"]]
     mflop = sum(row["mflop"] for row in rest)

@@ -119,6 +119,13 @@ def _conv(n: int, c: int, hw: int, o: int, k: int, stride: int, pad: int) -> dic
     }
 
 
+def _winograd(n: int, c: int, hw: int, o: int) -> dict[str, Any]:
+    """A 3x3 stride-1 "same" convolution by Winograd's F(2x2, 3x3)."""
+    args = _conv(n, c, hw, o, 3, 1, 1)
+    del args["kernel"], args["stride"]
+    return {**args, "tile_size": 2}
+
+
 def _image(n: int, c: int, hw: int, **window: Any) -> dict[str, Any]:
     return {"batch": n, "channels": c, "height": hw, "width": hw, **window}
 
@@ -157,6 +164,12 @@ def cases(z: Sizes) -> list[Case]:
             "conv2d_nchw",
             _conv(1, wide, last, wide, 3, 1, 1),
             f"1x{wide}x{last}x{last}, {wide} 3x3",
+            _nchw(1, 1),
+        ),
+        Case(
+            "conv2d_winograd_nchw",
+            _winograd(1, wide, last, wide),
+            f"1x{wide}x{last}x{last}, {wide} 3x3 F(2x2)",
             _nchw(1, 1),
         ),
         Case(

@@ -136,6 +136,12 @@ class Database(abc.ABC):
             )
         return best[0].trace if best else None
 
+    def best_seconds(self, workload_key: str, target: str) -> float | None:
+        """The run time of ``best_trace``'s trace (a model's build compares
+        alternative algorithms of one operator by it)."""
+        best = self.best(workload_key, target)
+        return best[0].seconds if best else None
+
     def targets(self, workload_key: str) -> list[str]:
         """The canonical targets the workload has records on."""
         return sorted({r.target for r in self._all_records(workload_key)})

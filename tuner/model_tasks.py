@@ -9,10 +9,12 @@ times, and one tuned schedule serves every occurrence.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from compiler.codegen.target import LLVMTarget
+from compiler.graph.algorithms import alternatives
 from compiler.graph.executor import optimize
 from compiler.graph.ir import Graph
 from compiler.graph.ops import OPS, Pattern
@@ -26,10 +28,21 @@ WORTH_TUNING = (Pattern.COMPLEX, Pattern.REDUCTION)
 
 @dataclass(frozen=True)
 class ModelTask:
+    """One workload of the model. ``choice``: for an operator computed by more than
+    one algorithm, the workload key of its direct form, shared by all of them (the
+    model runs only the fastest); empty otherwise."""
+
     task: TuneTask
     weight: int
     kind: str
     worth_tuning: bool
+    choice: str = ""
+
+    @property
+    def is_alternative(self) -> bool:
+        """Another algorithm for an operator whose direct form is a task too: the model
+        runs one of them, so its FLOPs are counted once, with the direct form."""
+        return bool(self.choice) and self.choice != self.task.workload_key
 
     @property
     def flop_count(self) -> int:
@@ -41,21 +54,26 @@ def extract_tasks(
     graph: Graph, target: str | LLVMTarget = "llvm", *, conv_block: int = 0
 ) -> list[ModelTask]:
     """The model's distinct workloads in the order they first run (with ``conv_block``,
-    its convolutions in NCHW[conv_block]c, as ``GraphModule`` builds them then)."""
+    its convolutions in NCHW[conv_block]c, as ``GraphModule`` builds them then). A
+    group that has other algorithms (a 3x3 convolution's Winograd forms) gives a
+    task for each: the build runs whichever is fastest once tuned."""
     optimized, groups = optimize(graph, conv_block=conv_block)
     found: dict[str, ModelTask] = {}
     for group in groups:
         if group.is_view:
             continue
-        task = TuneTask.from_func(group.prim_func(optimized), target)
-        known = found.get(task.workload_key)
-        if known is not None:
-            found[task.workload_key] = ModelTask(
-                known.task, known.weight + 1, known.kind, known.worth_tuning
-            )
-            continue
-        worth = OPS[group.anchor.op].pattern in WORTH_TUNING
-        found[task.workload_key] = ModelTask(task, 1, group.name, worth)
+        options = alternatives(group, optimized)
+        choice = ""
+        for option in options:
+            task = TuneTask.from_func(option.group.prim_func(optimized), target)
+            if len(options) > 1:
+                choice = choice or task.workload_key
+            known = found.get(task.workload_key)
+            if known is not None:
+                found[task.workload_key] = dataclasses.replace(known, weight=known.weight + 1)
+                continue
+            worth = OPS[group.anchor.op].pattern in WORTH_TUNING
+            found[task.workload_key] = ModelTask(task, 1, option.name, worth, choice)
     return list(found.values())
 
 

@@ -72,15 +72,18 @@ class ModelTuneResult:
 
     @property
     def estimated_seconds(self) -> float | None:
-        """The model's time in its tuned tasks: weight times best time, summed; None
-        while a task has no successful trial."""
-        total = 0.0
-        for progress in self.tasks:
+        """The model's time in its tuned tasks: weight times best time, summed over
+        the tasks it runs (of an operator's algorithms, the fastest); None while a
+        task has no successful trial."""
+        chosen: dict[str, float] = {}
+        for k, progress in enumerate(self.tasks):
             best = progress.state.best_seconds
             if best is None:
                 return None
-            total += progress.task.weight * best
-        return total
+            key = progress.state.choice or str(k)
+            seconds = progress.task.weight * best
+            chosen[key] = min(seconds, chosen.get(key, seconds))
+        return sum(chosen.values())
 
     def estimate_text(self) -> str:
         """The estimate for a person: milliseconds, or "-" before there is one."""
@@ -157,7 +160,7 @@ def _round_options(options: ModelTuneOptions, trials: int, size: int) -> TuneOpt
 def _stored_state(database: Database, task: ModelTask) -> TaskState:
     trials = len(_stored_traces(database, task))
     history = _with_best((), trials, database, task) if trials else ()
-    return TaskState(weight=task.weight, trials=trials, history=history)
+    return TaskState(weight=task.weight, trials=trials, history=history, choice=task.choice)
 
 
 def _stored_traces(database: Database, task: ModelTask) -> set[str]:

@@ -321,6 +321,15 @@ _FOLDS: dict[type, Callable[[int, int], int | None]] = {
 }
 
 
+def fold_ints(op: type[E.BinaryOp], a: int, b: int) -> int | None:
+    """``a op b`` on two integer constants in the IR's semantics (floor division,
+    truncating ``Div``; comparisons give 0 or 1), or None where it has no value (a
+    zero divisor) or ``op`` is no integer operation."""
+    fold = _FOLDS.get(op)
+    value = None if fold is None else fold(a, b)
+    return None if value is None else int(value)
+
+
 def _fold(e: E.BinaryOp, a: int, b: int) -> PrimExpr | None:
     """Both operands constant: the value in the IR's semantics, if it fits the dtype."""
     value = _FOLDS[type(e)](a, b)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from compiler.arith.simplifier import fold_ints
 from compiler.codegen.llvm_context import ModuleContext
 from compiler.codegen.llvm_fastmath import emit_fast_erff, emit_fast_expf
 from compiler.codegen.llvm_types import (
@@ -37,6 +38,11 @@ _FLOAT_ARITH = {E.Add: "fadd", E.Sub: "fsub", E.Mul: "fmul", E.Div: "fdiv"}
 _SIGNED_CMP = {E.EQ: "eq", E.NE: "ne", E.LT: "slt", E.LE: "sle", E.GT: "sgt", E.GE: "sge"}
 _UNSIGNED_CMP = {E.EQ: "eq", E.NE: "ne", E.LT: "ult", E.LE: "ule", E.GT: "ugt", E.GE: "uge"}
 # Ordered comparisons are false on NaN; != is unordered, true on NaN (as in numpy).
+# Instructions whose result depends on their operands alone.
+_PURE_OPCODES = frozenset(
+    "add sub mul sdiv srem udiv urem and or xor shl lshr ashr icmp fcmp select zext sext "
+    "trunc sitofp uitofp fptosi fptoui fpext fptrunc getelementptr".split()
+)
 _FLOAT_CMP = {E.EQ: "oeq", E.NE: "une", E.LT: "olt", E.LE: "ole", E.GT: "ogt", E.GE: "oge"}
 # LLVM intrinsics vectorize (as vector code or as scalarized libm calls); erf has none:
 # float32 erf is written out (llvm_fastmath), float64 is a call of libm's erf, declared
@@ -57,6 +63,10 @@ class ExprEmitter:
         self.buffers: dict[int, str] = {}
         self.current_label = "entry"
         self._count = 0
+        # Pure instructions already emitted in the current basic block, by text: an
+        # unrolled loop repeats its index arithmetic in every copy (local value
+        # numbering, so LLVM is not handed thousands of duplicates to remove).
+        self._values: dict[str, str] = {}
 
     # instruction plumbing -----------------------------------------------------
 
@@ -72,13 +82,19 @@ class ExprEmitter:
         self.lines.append("  " + instruction)
 
     def assign(self, instruction: str, hint: str = "t") -> str:
+        pure = instruction.partition(" ")[0] in _PURE_OPCODES
+        if pure and instruction in self._values:
+            return self._values[instruction]
         name = self.fresh(hint)
         self.emit(f"{name} = {instruction}")
+        if pure:
+            self._values[instruction] = name
         return name
 
     def start_block(self, label: str) -> None:
         self.lines.append(f"{label}:")
         self.current_label = label
+        self._values = {}
 
     def branch(self, label: str, metadata: str = "") -> None:
         suffix = f", !llvm.loop {metadata}" if metadata else ""
@@ -127,8 +143,7 @@ class ExprEmitter:
 
     def _binary(self, e: E.BinaryOp, index: bool) -> str:
         if isinstance(e, (E.And, E.Or)):
-            op = "and" if isinstance(e, E.And) else "or"
-            return self.assign(f"{op} i1 {self.condition(e.a)}, {self.condition(e.b)}")
+            return self._logical(e)
         if isinstance(e, E.CmpOp):
             return self._compare(e)
         a, b = self.typed(e.a, e.dtype, index), self.typed(e.b, e.dtype, index)
@@ -154,8 +169,25 @@ class ExprEmitter:
         product = self.assign(f"fmul {FLOAT_FLAGS} {ty} {floor}, {b}")
         return self.assign(f"fsub {FLOAT_FLAGS} {ty} {a}, {product}")
 
+    def _logical(self, e: E.And | E.Or) -> str:
+        """``and``/``or`` of two conditions; a constant operand decides it or drops out
+        (the other side is then not emitted at all when it cannot matter)."""
+        decisive, neutral = ("false", "true") if isinstance(e, E.And) else ("true", "false")
+        a = self.condition(e.a)
+        if a == decisive:
+            return a
+        b = self.condition(e.b)
+        if b == decisive or a == neutral:
+            return b
+        if b == neutral:
+            return a
+        return self.assign(f"{'and' if isinstance(e, E.And) else 'or'} i1 {a}, {b}")
+
     def _int_binary(self, e: E.BinaryOp, ty: str, a: str, b: str, index: bool) -> str:
         signed = index or is_signed(e.dtype)
+        folded = _fold_int(e, a, b) if signed else None
+        if folded is not None:
+            return int_literal(folded, e.dtype, index)
         op = _INT_ARITH.get(type(e))
         if op is not None:
             flags = " nsw" if index else ""
@@ -196,16 +228,24 @@ class ExprEmitter:
             a, b = self.condition(e.a), self.condition(e.b)
             return self.assign(f"icmp {_UNSIGNED_CMP[type(e)]} i1 {a}, {b}")
         a, b = self.typed(e.a, dtype, index=True), self.typed(e.b, dtype, index=True)
+        known = _fold_int(e, a, b)
+        if known is not None:
+            return "true" if known else "false"
         return self.assign(f"icmp {_SIGNED_CMP[type(e)]} {INDEX_TYPE} {a}, {b}")
 
     def _not(self, e: E.Not, index: bool) -> str:
-        return self.assign(f"xor i1 {self.condition(e.a)}, true")
+        cond = self.condition(e.a)
+        if cond in ("true", "false"):
+            return "false" if cond == "true" else "true"
+        return self.assign(f"xor i1 {cond}, true")
 
     def _select(self, e: E.Select, index: bool) -> str:
         """A ``select`` when both sides are cheap and safe to evaluate; otherwise
         branches, so a guarded load (padding) is never executed out of bounds."""
         ty = value_type(e.dtype, index)
         cond = self.condition(e.condition)
+        if cond in ("true", "false"):  # an unrolled loop's index decided it
+            return self.typed(e.true_value if cond == "true" else e.false_value, e.dtype, index)
         if not (_has_load(e.true_value) or _has_load(e.false_value)):
             t = self.typed(e.true_value, e.dtype, index)
             f = self.typed(e.false_value, e.dtype, index)
@@ -352,6 +392,19 @@ class ExprEmitter:
         offset = self.typed(indices[0], "int64", index=True)
         ty = storage_type(buffer.dtype)
         return self.assign(f"getelementptr inbounds {ty}, ptr {base}, {INDEX_TYPE} {offset}")
+
+
+def _int_value(literal: str) -> int | None:
+    """The value of an integer literal the emitter produced; None for an SSA name."""
+    digits = literal[1:] if literal.startswith("-") else literal
+    return int(literal) if digits.isdigit() else None
+
+
+def _fold_int(e: E.BinaryOp, a: str, b: str) -> int | None:
+    """The value of signed integer arithmetic on two literals (an unrolled loop's
+    index), so that the selects it decides fold while they are emitted."""
+    x, y = _int_value(a), _int_value(b)
+    return None if x is None or y is None else fold_ints(type(e), x, y)
 
 
 def _has_load(e: PrimExpr) -> bool:

@@ -25,6 +25,7 @@ import numpy as np
 from compiler.build import build_llvm
 from compiler.codegen.target import LLVMTarget, TargetError
 from compiler.codegen.targets import target_kind
+from compiler.graph.algorithms import choose
 from compiler.graph.blocked_layout import block_convolutions
 from compiler.graph.fuse import FusedGroup, fuse
 from compiler.graph.ir import Graph, GraphError
@@ -55,10 +56,16 @@ def optimize(graph: Graph, *, conv_block: int = 0) -> tuple[Graph, list[FusedGro
 
 
 def compile_graph(
-    graph: Graph, *, conv_block: int = 0
+    graph: Graph,
+    *,
+    conv_block: int = 0,
+    target: str | LLVMTarget = "llvm",
+    database: TuningLookup | None = None,
 ) -> tuple[Plan, IRModule, dict[str, np.ndarray]]:
     """The plan of ``graph``, the module of its distinct functions (``f0``, ``f1``, ...,
-    in the order they first run) and its weights."""
+    in the order they first run) and its weights. A group with other algorithms
+    (``compiler.graph.algorithms``) is computed by the one that ran fastest on
+    ``target`` by ``database``."""
     optimized, groups = optimize(graph, conv_block=conv_block)
     functions: dict[str, PrimFunc] = {}
     names: dict[str, str] = {}
@@ -68,12 +75,12 @@ def compile_graph(
         if group.is_view:
             views.append(View(group.output, group.inputs[0]))
             continue
-        func = group.prim_func(optimized)
+        chosen, func = choose(group, optimized, target, database)
         key = workload_key(func)
         if key not in names:
             names[key] = f"f{len(names)}"
             functions[names[key]] = func
-        steps.append(Step(names[key], key, group.inputs, group.output, group.name))
+        steps.append(Step(names[key], key, group.inputs, group.output, chosen.name))
     plan = Plan(
         dict(optimized.inputs),
         optimized.outputs,
@@ -103,7 +110,9 @@ class GraphModule:
                 f"a whole model builds for CPU targets (llvm ...) only, not for {target!r}; "
                 "build its operators for the GPU one by one with compiler.build(func, target)"
             )
-        plan, functions, weights = compile_graph(graph, conv_block=conv_block)
+        plan, functions, weights = compile_graph(
+            graph, conv_block=conv_block, target=target, database=database
+        )
         module = build_llvm(functions, target=target, database=database)
         plan, packed = pack_weights(plan, module, weights)
         self._start(plan, module, packed)

@@ -65,6 +65,10 @@ def tensor_of(node: Node, inputs: Sequence[Tensor]) -> Tensor:
         raise GraphError(f"node {node.name or node}: {err}") from None
 
 
+# A conv2d attribute: compute it by Winograd's F(tile x tile, 3 x 3) (see
+# compiler.graph.algorithms, which sets it).
+WINOGRAD_TILE = "winograd_tile"
+
 # Operators that a reader can index in place, as a view of their input.
 VIEW_OPS = ("reshape", "transpose", "layout_transform")
 
@@ -158,6 +162,10 @@ def _conv2d(inputs: Sequence[Tensor], attrs: Mapping[str, Any]) -> Tensor:
     filters = static_shape("conv2d", "kernel", kernel)[0]
     if groups > 1 and groups == channels == filters:
         return topi.depthwise_conv2d_nchw(data, kernel, **options)
+    if attrs.get(WINOGRAD_TILE):
+        return topi.conv2d_winograd_nchw(
+            data, kernel, attrs.get("padding", 0), attrs[WINOGRAD_TILE]
+        )
     return topi.conv2d_nchw(data, kernel, groups=groups, **options)
 
 

@@ -15,8 +15,14 @@ from collections.abc import Iterable
 from compiler.errors import CompilerError
 from compiler.ir.buffer import Buffer
 from compiler.ir.function import PrimFunc
+from compiler.ir.stmt import Block
 
 LAYOUT_FREE_ATTR = "layout_free_buffers"
+# The annotation on a block that only converts a constant parameter into the form the
+# rest of the function reads: a new layout, or a transformed weight such as
+# Winograd's. Its value is the parameter's name, or True for the one parameter the
+# block reads. A build runs such a block once per weight instead of in every call.
+LAYOUT_REWRITE_ATTR = "layout_rewrite"
 
 
 class LayoutFreeError(CompilerError, ValueError):
@@ -66,3 +72,9 @@ def layout_free_positions(func: PrimFunc) -> tuple[int, ...]:
 def layout_free_params(func: PrimFunc) -> list[Buffer]:
     """The parameters ``func`` marks constant."""
     return [func.params[k] for k in layout_free_positions(func)]
+
+
+def is_conversion(block: Block) -> bool:
+    """Whether ``block`` only converts a constant parameter (see LAYOUT_REWRITE_ATTR):
+    it runs once per weight, so schedules leave it plain."""
+    return LAYOUT_REWRITE_ATTR in block.annotations

@@ -20,16 +20,16 @@ from collections.abc import Iterable, Sequence
 from compiler.errors import CompilerError
 from compiler.ir.buffer import Buffer
 from compiler.ir.function import IRModule, PrimFunc
-from compiler.ir.layout_free import layout_free_params
+from compiler.ir.layout_free import LAYOUT_REWRITE_ATTR, layout_free_params
 from compiler.ir.stmt import Block, BlockRealize, Stmt, seq, true_predicate
 from compiler.schedule.primitives.dataflow import (
     leaf_realizes,
     readers,
+    reads_of,
     scope_children,
     writers,
     writes_of,
 )
-from compiler.schedule.primitives.layout import LAYOUT_REWRITE_ATTR
 
 PACK_SUFFIX = "__pack_"
 
@@ -121,17 +121,29 @@ def _conversion(func: PrimFunc, param: str) -> tuple[Stmt, Block] | None:
     """The top-level statement of ``func`` that only converts ``param``, and its block."""
     for statement in scope_children(func.root_block):
         realizes = leaf_realizes(statement)
-        if len(realizes) == 1 and realizes[0].block.annotations.get(LAYOUT_REWRITE_ATTR) == param:
+        if len(realizes) == 1 and _converted(func, realizes[0].block) == param:
             return statement, realizes[0].block
     return None
 
 
+def _converted(func: PrimFunc, block: Block) -> str | None:
+    """The parameter a conversion block converts: the one its annotation names, or,
+    annotated True, the one parameter it reads (a workload's own transform, such as
+    Winograd's, which must not depend on what the caller named its weight)."""
+    mark = block.annotations.get(LAYOUT_REWRITE_ATTR)
+    if mark is True:
+        params = {id(p) for p in func.params}
+        read = [b.name for b in reads_of(block) if id(b) in params]
+        return read[0] if len(read) == 1 else None
+    return mark if isinstance(mark, str) else None
+
+
 def _convertible(functions: dict[str, PrimFunc]) -> list[str]:
     names = {
-        str(realize.block.annotations[LAYOUT_REWRITE_ATTR])
+        name
         for func in functions.values()
         for realize in leaf_realizes(func.body)
-        if LAYOUT_REWRITE_ATTR in realize.block.annotations
+        if (name := _converted(func, realize.block)) is not None
     }
     return sorted(names)
 

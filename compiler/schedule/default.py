@@ -48,7 +48,7 @@ from compiler.ir.analysis import find_block_realize, substitute, uses_var
 from compiler.ir.buffer import Buffer
 from compiler.ir.expr import PrimExpr, Var
 from compiler.ir.function import IRModule, PrimFunc
-from compiler.ir.layout_free import layout_free_params
+from compiler.ir.layout_free import is_conversion, layout_free_params
 from compiler.ir.node import Node, visit
 from compiler.ir.stmt import BlockRealize, BufferStore, For, ForKind, IterKind
 from compiler.schedule import primitives as P
@@ -56,6 +56,7 @@ from compiler.schedule.errors import ScheduleError
 from compiler.schedule.handles import BlockRV
 from compiler.schedule.layout_rewrite import rewrite_layout_free
 from compiler.schedule.schedule import SCHEDULED_ATTR, Schedule
+from compiler.schedule.tile_transform import is_tile_transform, schedule_tile_transform
 
 # Parallel iterations per thread that the fusion of outer loops aims for, so that
 # the threads' static chunks come out nearly even.
@@ -188,7 +189,7 @@ def schedule_by_default(
     for name in P.block_names(func):
         block = sch.get_block(name)
         nest = _nest(sch, block)
-        if nest is None:
+        if nest is None or is_conversion(nest.realize.block):
             continue
         plan = _Plan(
             threads=llvm_target.threads,
@@ -196,6 +197,9 @@ def schedule_by_default(
             parallel=llvm_target.threads > 1 and _work(nest) >= min_parallel_work,
             panel_bytes=llvm_target.capabilities.l2_bytes // 2,
         )
+        if is_tile_transform(nest.realize.block):
+            sch = _attempt(sch, partial(_tile_transform, block=block, plan=plan))
+            continue
         sch = _attempt(sch, partial(_reorder_reduction, block=block))
         sch = _attempt(sch, partial(_split_weight_panels, block=block, plan=plan))
         sch = _attempt(sch, partial(_rewrite_weights, block=block))
@@ -388,6 +392,14 @@ def _parallelize_outer(sch: Schedule, block: BlockRV, count: int) -> None:
     loops = sch.get_loops(block)
     fused = sch.fuse(*loops[:count]) if count > 1 else loops[0]
     sch.parallel(fused)
+
+
+def _tile_transform(sch: Schedule, block: BlockRV, plan: _Plan) -> None:
+    """A Winograd transform: its loops over one tile innermost and unrolled
+    (``compiler.schedule.tile_transform``), the loops over tiles fused in parallel."""
+    outer = schedule_tile_transform(sch, block)
+    if plan.parallel and outer:
+        sch.parallel(sch.fuse(*outer) if len(outer) > 1 else outer[0])
 
 
 def _split_init(sch: Schedule, block: BlockRV) -> None:

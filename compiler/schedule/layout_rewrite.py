@@ -11,8 +11,9 @@ records it with the block sizes that the tiling decisions chose, and a build
 converts the weight once (``compiler.lower.prepack``).
 
 A weight is left as it is when its reads do not fit the model: read by more than
-one block, at indices that are not each one block variable, or through loops
-that do not split its dimensions exactly (a padded tile, a fused loop).
+one block, or only by a conversion of its own (a Winograd weight transform), at
+indices that are not each one block variable, or through loops that do not split
+its dimensions exactly (a padded tile, a fused loop).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from compiler.ir import expr as E
 from compiler.ir.analysis import find_block_realize
 from compiler.ir.buffer import Buffer
 from compiler.ir.function import PrimFunc
-from compiler.ir.layout_free import layout_free_params
+from compiler.ir.layout_free import is_conversion, layout_free_params
 from compiler.ir.node import visit
 from compiler.ir.stmt import Block, For
 from compiler.schedule import primitives as P
@@ -54,7 +55,11 @@ def rewrite_layout_free(
     rewritten = []
     for param in layout_free_params(func):
         found = readers(sch.mod[func_name], param)
-        if len(found) != 1 or block not in (None, found[0].block.name):
+        if (
+            len(found) != 1
+            or block not in (None, found[0].block.name)
+            or is_conversion(found[0].block)
+        ):
             continue
         index_map = layout_rewrite_map(sch.mod[func_name], found[0].block.name, param)
         if index_map is not None:

@@ -1,15 +1,16 @@
 """What the compiler asks a tuning database when it builds, and the answer's report.
 
 The compiler does not import ``db``: ``build(mod, target, database=...)`` takes any
-object with ``targets(workload_key)`` and ``best_trace(workload_key, target)``, which
-``db.Database`` has (and a test double or a file of best traces could have). Each
-PrimFunc of the module is looked up by its workload key: on the target's canonical
-string, else on a stored target of the same CPU, cores and triple whose code-generation
-features this target has all of (an older spelling of the same machine). A schedule
-tuned where features were available that this target lacks (AVX-512 on an AVX2
-machine) is never applied. A found trace is replayed on the function (through the
-process's replay cache); a function
-without one, or whose trace no longer replays, keeps the schedule it came with. The
+object with ``targets(workload_key)``, ``best_trace(workload_key, target)`` and
+``best_seconds(workload_key, target)``, which ``db.Database`` has (and a test double
+or a file of best traces could have). Each PrimFunc of the module is looked up by
+its workload key: on the target's canonical string, else on a stored target of the
+same CPU, cores and triple whose code-generation features this target has all of
+(an older spelling of the same machine). A schedule tuned where features were
+available that this target lacks (AVX-512 on an AVX2 machine) is never applied. A
+found trace is replayed on the function (through the process's replay cache); a
+function without one, or whose trace no longer replays, keeps the schedule it came
+with. The
 report says which is which and why, so a build never silently runs untuned or
 misapplied code.
 """
@@ -36,6 +37,10 @@ class TuningLookup(Protocol):
     def best_trace(self, workload_key: str, target: str) -> str | None:
         """The JSON text of the fastest stored trace of the current trace format for
         this workload on this target (a canonical target string), or None."""
+        ...
+
+    def best_seconds(self, workload_key: str, target: str) -> float | None:
+        """The run time of that trace, in seconds, or None."""
         ...
 
 
@@ -115,6 +120,14 @@ def _apply_one(
         reason = f"the stored schedule does not replay: {err}"
         return func, FunctionTuning(name, key, False, reason)
     return program.func, FunctionTuning(name, key, True, reason)
+
+
+def best_seconds(func: PrimFunc, target: str | Target, lookup: TuningLookup) -> float | None:
+    """How fast the stored best schedule of ``func`` for ``target`` ran (on the same
+    stored target ``apply_best`` would replay), or None when it has none."""
+    key = workload_key(func)
+    stored, _ = _stored_target(key, parse_target(target), lookup)
+    return None if stored is None else lookup.best_seconds(key, stored)
 
 
 def _stored_target(key: str, target: Target, lookup: TuningLookup) -> tuple[str | None, str]:

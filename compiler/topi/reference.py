@@ -149,6 +149,10 @@ def _conv2d_nchw(data: np.ndarray, weights: np.ndarray, **args: Any) -> list[np.
     return [conv2d_nchw_im2col(data, weights, **_conv_args(args))]
 
 
+def _conv2d_winograd_nchw(data: np.ndarray, weights: np.ndarray, **args: Any) -> list[np.ndarray]:
+    return [conv2d_nchw_im2col(data, weights, padding=args["padding"])]
+
+
 def _conv2d_nhwc(data: np.ndarray, weights: np.ndarray, **args: Any) -> list[np.ndarray]:
     return [conv2d_nhwc_im2col(data, weights, **_conv_args(args))]
 
@@ -309,6 +313,7 @@ NUMPY_REFERENCES: dict[str, NumpyReference] = {
     "dense": NumpyReference(_dense),
     "conv2d_nchw": NumpyReference(_conv2d_nchw),
     "conv2d_nhwc": NumpyReference(_conv2d_nhwc),
+    "conv2d_winograd_nchw": NumpyReference(_conv2d_winograd_nchw),
     "conv2d_nchw_bias_relu": NumpyReference(_conv2d_nchw_bias_relu),
     "depthwise_conv2d_nchw": NumpyReference(_depthwise_conv2d_nchw),
     "max_pool2d": NumpyReference(_max_pool2d),

@@ -9,6 +9,13 @@ around it. A reduction's update statement therefore counts its combiner once per
 reduction step, and its ``init`` runs once per output element: the instances of
 the block divided by the extents of its reduce variables.
 
+Two kinds of block count otherwise. A constant weight's conversion
+(``compiler.ir.layout_free``) counts nothing: a build runs it once, not per call. A
+block that states its count in the ``FLOPS_ATTR`` annotation counts that many per
+element it writes: the stages of Winograd's convolution state the direct convolution's
+count (2 * channels * 9 per output element, nothing for the transforms), as TVM
+counts them, so that its GFLOP/s compare with the direct algorithm's.
+
 A split that does not divide its loop guards the excess iterations with a
 predicate; those iterations are counted too, so the count of such a scheduled
 function is an upper bound. Workloads (unscheduled functions) count exactly.
@@ -21,10 +28,13 @@ import math
 from compiler.errors import CompilerError
 from compiler.ir import expr as E
 from compiler.ir.function import PrimFunc
+from compiler.ir.layout_free import is_conversion
 from compiler.ir.node import Node, children, visit
 from compiler.ir.stmt import Block, BlockRealize, For, IterKind, Stmt
 
 _ARITHMETIC = (E.Add, E.Sub, E.Mul, E.Div, E.Min, E.Max)
+# A block annotation: the floating-point operations it counts per element it writes.
+FLOPS_ATTR = "flops_per_instance"
 
 
 class FlopCountError(CompilerError, ValueError):
@@ -69,15 +79,24 @@ def _count_stmt(stmt: Node, times: int) -> int:
 
 
 def _count_block(block: Block, times: int) -> int:
+    if is_conversion(block):
+        return 0
+    elements = max(1, times // max(1, _reduce_steps(block)))
+    stated = block.annotations.get(FLOPS_ATTR)
+    if isinstance(stated, int):
+        return stated * elements
     total = _count_stmt(block.body, times)
     if block.init is not None:
-        reduce_steps = math.prod(
-            _constant(iv.dom.extent, f"the reduce variable {iv.var.name} of block {block.name!r}")
-            for iv in block.iter_vars
-            if iv.kind is IterKind.REDUCE
-        )
-        total += _count_stmt(block.init, max(1, times // max(1, reduce_steps)))
+        total += _count_stmt(block.init, elements)
     return total
+
+
+def _reduce_steps(block: Block) -> int:
+    return math.prod(
+        _constant(iv.dom.extent, f"the reduce variable {iv.var.name} of block {block.name!r}")
+        for iv in block.iter_vars
+        if iv.kind is IterKind.REDUCE
+    )
 
 
 def _extent(loop: For) -> int:

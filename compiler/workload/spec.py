@@ -399,6 +399,24 @@ def _conv2d_nchw_bias_relu(**args: Any) -> list[Tensor]:
     return [data, kernel, bias, out]
 
 
+@register(
+    "conv2d_winograd_nchw",
+    dim("batch"),
+    dim("in_channels"),
+    dim("height"),
+    dim("width"),
+    dim("out_channels"),
+    Arg("padding", PADDING, 0),
+    dim("tile_size", 2),
+    DTYPE,
+)
+def _conv2d_winograd_nchw(**args: Any) -> list[Tensor]:
+    """A 3x3 stride-1 conv2d_nchw computed by Winograd's F(tile_size, 3)."""
+    data, kernel = _conv_inputs("NCHW", {**args, "kernel": 3, "groups": 1})
+    out = topi.nn.conv2d_winograd_nchw(data, kernel, args["padding"], args["tile_size"])
+    return [data, kernel, out]
+
+
 def _conv_inputs(layout: str, args: dict[str, Any]) -> tuple[Tensor, Tensor]:
     kh, kw = _as_pair(args["kernel"])
     n, c, h, w, o = (args[k] for k in ("batch", "in_channels", "height", "width", "out_channels"))

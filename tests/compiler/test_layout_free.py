@@ -20,7 +20,12 @@ import compiler
 import db
 from compiler import te
 from compiler.graph import GraphModule, optimize
-from compiler.ir.layout_free import LayoutFreeError, layout_free_positions, mark_layout_free
+from compiler.ir.layout_free import (
+    LAYOUT_REWRITE_ATTR,
+    LayoutFreeError,
+    layout_free_positions,
+    mark_layout_free,
+)
 from compiler.lower.prepack import pack_functions
 from compiler.runtime.prepacked import pack_arguments
 from compiler.runtime.signature import RuntimeArgumentError
@@ -28,7 +33,6 @@ from compiler.schedule import Schedule, Trace
 from compiler.schedule.default import schedule_by_default
 from compiler.schedule.layout_rewrite import rewrite_layout_free
 from compiler.schedule.primitives.dataflow import leaf_realizes
-from compiler.schedule.primitives.layout import LAYOUT_REWRITE_ATTR
 from compiler.schedule.replay import REPLAYS
 from compiler.topi.reference import conv2d_nchw_im2col
 from compiler.workload.key import workload_key, workload_to_json

@@ -16,10 +16,10 @@ from workloads import matmul
 import compiler
 from compiler import te
 from compiler.ir.function import PrimFunc
+from compiler.ir.layout_free import LAYOUT_REWRITE_ATTR
 from compiler.ir.structural import structural_hash
 from compiler.lower.prepack import PrepackError
 from compiler.schedule import IndexMap, Schedule, ScheduleError, Trace
-from compiler.schedule.primitives.layout import LAYOUT_REWRITE_ATTR
 from compiler.topi.nn.conv2d import conv2d_nchw
 from compiler.topi.reference import conv2d_nchw_im2col
 

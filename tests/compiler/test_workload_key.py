@@ -71,6 +71,10 @@ DIRECT: dict[str, Callable[[], list[Tensor]]] = {
         lambda: [ph(1, 9, 7, 8), ph(3, 3, 4, 6)],
         lambda d, k: topi.conv2d_nhwc(d, k, padding=1, dilation=[1, 2], groups=2),
     ),
+    "conv2d_winograd_nchw": lambda: with_output(
+        lambda: [ph(1, 8, 9, 7), ph(6, 8, 3, 3)],
+        lambda d, k: topi.conv2d_winograd_nchw(d, k, padding=1),
+    ),
     "conv2d_nchw_bias_relu": lambda: with_output(
         lambda: [ph(1, 8, 9, 7), ph(6, 8, 3, 1), ph(6)],
         lambda d, k, b: topi.conv2d_nchw_bias_relu(d, k, b, padding=[1, 0, 2, 0]),

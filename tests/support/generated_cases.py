@@ -26,6 +26,7 @@ SHAPES: dict[str, dict[str, Any]] = {
     "conv2d_nchw": {**CONV, "padding": 1},
     "conv2d_nhwc": {**CONV, "padding": 1},
     "conv2d_nchw_bias_relu": {**CONV, "padding": 1},
+    "conv2d_winograd_nchw": {**{k: v for k, v in CONV.items() if k != "kernel"}, "padding": 1},
     "depthwise_conv2d_nchw": {"batch": 1, "channels": 8, "height": 10, "width": 10, "kernel": 3},
     "max_pool2d": {**POOL, "kernel": 3},
     "avg_pool2d": {**POOL, "kernel": 3},

@@ -30,7 +30,15 @@ from workers import Workers
 # Candidates drawn per operator in CI (one for the tiled ones, whose builds take
 # seconds); the slow variant draws SLOW_SAMPLES.
 CI_SAMPLES = 2
-TILED = {"matmul", "batch_matmul", "dense", "conv2d_nchw", "conv2d_nhwc", "conv2d_nchw_bias_relu"}
+TILED = {
+    "matmul",
+    "batch_matmul",
+    "dense",
+    "conv2d_nchw",
+    "conv2d_nhwc",
+    "conv2d_nchw_bias_relu",
+    "conv2d_winograd_nchw",
+}
 SLOW_SAMPLES = 100
 TOLERANCE = {"rtol": 1e-4, "atol": 1e-4}
 

@@ -13,7 +13,8 @@ from onnx_models import mlp, repeated_blocks, resnet_block, transformer_layer
 
 from compiler.graph import GraphModule, import_onnx
 from tuner.model_tasks import extract_tasks
-from tuner.model_tune import ModelTuneOptions, tune_model
+from tuner.model_tune import ModelTuneOptions, ModelTuneResult, TaskProgress, tune_model
+from tuner.scheduler import TaskState
 
 
 def onnxruntime_outputs(model, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
@@ -33,9 +34,29 @@ def random_inputs(graph, rng) -> dict[str, np.ndarray]:
 def test_a_repeated_block_is_one_task_weighed_by_its_occurrences(rng) -> None:
     tasks = extract_tasks(import_onnx(repeated_blocks(rng, copies=3)))
     convolutions = [t for t in tasks if t.kind.startswith("conv2d")]
-    assert [t.weight for t in convolutions] == [3]
-    assert convolutions[0].worth_tuning
+    # The 3x3 convolution is offered computed directly and by Winograd's F(2x2) and
+    # F(4x4), each a task of the same weight (the build picks the fastest).
+    assert [t.kind for t in convolutions] == [
+        "conv2d_add_relu",
+        "conv2d_add_relu[winograd2]",
+        "conv2d_add_relu[winograd4]",
+    ]
+    assert [t.weight for t in convolutions] == [3, 3, 3]
+    assert all(t.worth_tuning for t in convolutions)
     assert convolutions[0].flop_count == 3 * convolutions[0].task.flop_count
+
+
+def test_the_estimate_counts_only_the_fastest_algorithm_of_an_operator(rng) -> None:
+    tasks = extract_tasks(import_onnx(repeated_blocks(rng, copies=3)))
+    convolutions = [t for t in tasks if t.kind.startswith("conv2d")]
+    assert len({t.choice for t in convolutions}) == 1 and convolutions[0].choice
+    seconds = [3e-3, 1e-3, 2e-3]  # direct, F(2x2), F(4x4)
+    progress = [
+        TaskProgress(t, TaskState(t.weight, 8, ((8, s),), choice=t.choice))
+        for t, s in zip(convolutions, seconds, strict=True)
+    ]
+    result = ModelTuneResult(tuple(progress), rounds=3, wall_seconds=1.0)
+    assert result.estimated_seconds == pytest.approx(3 * 1e-3)
 
 
 def test_a_budget_is_shared_by_the_tasks_resumed_and_the_tuned_model_is_right(

@@ -51,3 +51,17 @@ def test_an_unknown_kind_or_option_is_refused_naming_the_choices() -> None:
         scheduler.create("greedy")
     with pytest.raises(SchedulerError, match="backward_weight"):
         scheduler.create("gradient", backward_weight=2.0)
+
+
+def test_gradient_tunes_a_slower_algorithm_only_while_it_may_overtake_the_fastest() -> None:
+    """Two algorithms of one convolution and another task: the Winograd form far
+    behind the direct one gets no rounds, though alone its latency would weigh most;
+    once it is close to the direct one, it may."""
+    gradient = scheduler.create("gradient")
+    direct = TaskState(weight=2, trials=32, history=((32, 1e-3),), choice="conv")
+    far_behind = TaskState(weight=2, trials=32, history=((32, 4e-3),), choice="conv")
+    other = TaskState(weight=1, trials=32, history=((32, 1e-3),))
+    assert gradient.next_task([direct, far_behind, other]) == 0
+    assert gradient.gradient(far_behind, {"conv": 1e-3}) == 0.0
+    close = TaskState(weight=2, trials=4, history=((4, 1.1e-3),), choice="conv")
+    assert gradient.gradient(close, {"conv": 1e-3}) < 0.0

@@ -138,6 +138,7 @@ REFERENCE_SPECS: dict[str, dict[str, Any]] = {
     "conv2d_nchw": {**CONV, "stride": [2, 1], "padding": [1, 0, 2, 1], "dilation": [1, 2]},
     "conv2d_nhwc": {**CONV, "stride": 2, "padding": 1, "groups": 2},
     "conv2d_nchw_bias_relu": {**CONV, "padding": 1},
+    "conv2d_winograd_nchw": {**{k: v for k, v in CONV.items() if k != "kernel"}, "padding": 1},
     "depthwise_conv2d_nchw": {**IMAGE, "kernel": 3, "padding": 1, "multiplier": 2},
     "max_pool2d": {**IMAGE, "kernel": 3, "stride": 2, "padding": 1},
     "avg_pool2d": {**IMAGE, "kernel": 3, "stride": 2, "padding": 1},

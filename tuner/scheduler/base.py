@@ -18,16 +18,29 @@ class SchedulerError(ValueError):
 class TaskState:
     """One task as the scheduler sees it: ``weight`` (how often its workload occurs in
     the model), the trials done, the best seconds after each round as (trials, seconds)
-    pairs (none before its first success), and whether its space is ``exhausted``."""
+    pairs (none before its first success), and whether its space is ``exhausted``.
+    Tasks with the same non-empty ``choice`` are algorithms of one operator (a direct
+    and a Winograd convolution): the model runs only the fastest of them."""
 
     weight: int
     trials: int
     history: tuple[tuple[int, float], ...] = ()
     exhausted: bool = False
+    choice: str = ""
 
     @property
     def best_seconds(self) -> float | None:
         return self.history[-1][1] if self.history else None
+
+
+def fastest_by_choice(states: Sequence[TaskState]) -> dict[str, float]:
+    """The best seconds of the fastest algorithm of each choice that has one."""
+    fastest: dict[str, float] = {}
+    for state in states:
+        best = state.best_seconds
+        if state.choice and best is not None:
+            fastest[state.choice] = min(best, fastest.get(state.choice, best))
+    return fastest
 
 
 class TaskScheduler(abc.ABC):

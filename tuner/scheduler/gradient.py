@@ -7,13 +7,21 @@ over its last ``window`` trials (looking back), and the optimistic ``-g_i / t_i`
 if its time kept falling at its average pace so far (looking ahead).
 ``backward_weight`` is the share of the first (Ansor's alpha). The task of the most
 negative change gets the round; a task with no success yet goes first, since it may
-be anywhere."""
+be anywhere. An algorithm that is not the fastest of its operator's (a Winograd
+convolution slower than the direct one) changes the model's latency only by as much
+as its next time would undercut the fastest: nothing, unless it is close."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from tuner.scheduler.base import SchedulerError, TaskScheduler, TaskState, open_tasks
+from tuner.scheduler.base import (
+    SchedulerError,
+    TaskScheduler,
+    TaskState,
+    fastest_by_choice,
+    open_tasks,
+)
 
 
 class GradientScheduler(TaskScheduler):
@@ -32,16 +40,20 @@ class GradientScheduler(TaskScheduler):
         untried = [k for k in candidates if states[k].best_seconds is None]
         if untried:
             return min(untried, key=lambda k: states[k].trials)
-        return min(candidates, key=lambda k: self.gradient(states[k]))
+        fastest = fastest_by_choice(states)
+        return min(candidates, key=lambda k: self.gradient(states[k], fastest))
 
-    def gradient(self, state: TaskState) -> float:
-        """Expected change of the weighted latency per trial of this task (<= 0)."""
+    def gradient(self, state: TaskState, fastest: Mapping[str, float] | None = None) -> float:
+        """Expected change of the weighted latency per trial of this task (<= 0);
+        ``fastest``: the best seconds of each choice's fastest algorithm."""
         trials, best = state.history[-1]
         backward = self._backward_slope(state.history)
         forward = -best / max(trials, 1)
-        return state.weight * (
-            self.backward_weight * backward + (1 - self.backward_weight) * forward
-        )
+        slope = self.backward_weight * backward + (1 - self.backward_weight) * forward
+        leader = (fastest or {}).get(state.choice, best)
+        if best > leader:  # the model runs another algorithm until this one undercuts it
+            return state.weight * min(0.0, best + slope - leader)
+        return state.weight * slope
 
     def _backward_slope(self, history: tuple[tuple[int, float], ...]) -> float:
         trials, best = history[-1]

@@ -15,13 +15,17 @@ alone, without the space.
 from __future__ import annotations
 
 import math
+from functools import partial
 
 from compiler.codegen.targets import Target, parse_target
 from compiler.ir.analysis import find_block_realize
 from compiler.ir.function import PrimFunc
+from compiler.ir.layout_free import is_conversion
 from compiler.schedule import Schedule, ScheduleError, Trace
 from compiler.schedule import primitives as P
 from compiler.schedule.primitives.common import const_int
+from compiler.schedule.primitives.dataflow import leaf_realizes
+from compiler.schedule.tile_transform import is_tile_transform, schedule_tile_transform
 from tuner.space.base import (
     Decisions,
     Domain,
@@ -35,7 +39,7 @@ from tuner.space.base import (
 from tuner.space.designs import sampling_domain, skeleton
 from tuner.space.postprocess import postprocess
 from tuner.space.rules import block_rules, root_rule
-from tuner.space.rules.analysis import has_block, is_expensive
+from tuner.space.rules.analysis import attempt, has_block, is_expensive
 from tuner.space.rules.parallel_vectorize_unroll import ROLES
 
 # The most design traces a space keeps; forks beyond it are dropped, the first
@@ -173,16 +177,25 @@ class GeneratedSpace(Space):
 
 def generate_designs(func: PrimFunc, target: Target, seed: int = 0) -> list[Schedule]:
     """The design schedules of ``func``: every block rule on every block, consumers
-    first, on every schedule so far (at most MAX_DESIGNS), then the root rule."""
+    first, on every schedule so far (at most MAX_DESIGNS), then the root rule. A
+    constant weight's conversion runs once, at build time: no rule touches it. A
+    Winograd tile transform gets its one structure (``compiler.schedule.tile_transform``)
+    and the root rule's parallel loops."""
     rules = block_rules(target)
     schedules = [Schedule(func, seed=seed)]
+    blocks = {realize.block.name: realize.block for realize in leaf_realizes(func.body)}
     for name in reversed(P.block_names(func)):
+        if name in blocks and is_conversion(blocks[name]):
+            continue
         made: list[Schedule] = []
         for sch in schedules:
             if not has_block(sch, name):
                 made.append(sch)
                 continue
             block = sch.get_block(name)
+            if name in blocks and is_tile_transform(blocks[name]):
+                made.append(attempt(sch, partial(schedule_tile_transform, block=block)) or sch)
+                continue
             forks = [sch]
             for rule in rules:
                 forks = [

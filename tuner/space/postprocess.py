@@ -31,10 +31,10 @@ from __future__ import annotations
 from functools import partial
 
 from compiler.ir.expr import IntImm
+from compiler.ir.layout_free import LAYOUT_REWRITE_ATTR
 from compiler.ir.stmt import BlockRealize, For, ForKind
 from compiler.schedule import BlockRV, Schedule, ScheduleError
 from compiler.schedule.layout_rewrite import rewrite_layout_free
-from compiler.schedule.primitives.layout import LAYOUT_REWRITE_ATTR
 from tuner.space.rules.analysis import (
     SCALAR_CALLS,
     SPATIAL,

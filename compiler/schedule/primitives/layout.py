@@ -30,6 +30,7 @@ from compiler.arith import normalize
 from compiler.ir import expr as E
 from compiler.ir.buffer import Buffer
 from compiler.ir.function import PrimFunc
+from compiler.ir.layout_free import LAYOUT_REWRITE_ATTR
 from compiler.ir.node import Node, transform
 from compiler.ir.stmt import Block, BlockRealize, BufferStore, Stmt, seq
 from compiler.schedule.errors import ScheduleError
@@ -49,10 +50,6 @@ from compiler.schedule.primitives.dataflow import (
     writers,
     writes_of,
 )
-
-# The annotation on the block that converts an input parameter into its new layout;
-# its value is the parameter's name.
-LAYOUT_REWRITE_ATTR = "layout_rewrite"
 
 BUFFER_KINDS = ("read", "write")
 

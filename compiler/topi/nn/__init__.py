@@ -13,6 +13,7 @@ from compiler.topi.nn.layer_norm import layer_norm
 from compiler.topi.nn.pad import pad
 from compiler.topi.nn.pooling import avg_pool2d, global_avg_pool2d, max_pool2d
 from compiler.topi.nn.softmax import log_softmax, softmax
+from compiler.topi.nn.winograd import conv2d_winograd_nchw
 
 __all__ = [
     "avg_pool2d",
@@ -21,6 +22,7 @@ __all__ = [
     "conv2d_nchw_bias_relu",
     "conv2d_nchwc",
     "conv2d_nhwc",
+    "conv2d_winograd_nchw",
     "dense",
     "depthwise_conv2d_nchw",
     "gelu",

@@ -122,7 +122,7 @@ def _check_kernel_channels(
         )
 
 
-def _operand_shapes(
+def operand_shapes(
     op: str, data: Tensor, kernel: Tensor, data_ndim: int, kernel_ndim: int
 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """The static shapes of a convolution's data and kernel, checked: their ranks, one
@@ -151,7 +151,7 @@ def conv2d_nchw(
 ) -> Tensor:
     """data (N, C, H, W) * kernel (O, C/groups, KH, KW) -> (N, O, OH, OW)."""
     op = "conv2d_nchw"
-    data_shape, kernel_shape = _operand_shapes(op, data, kernel, 4, 4)
+    data_shape, kernel_shape = operand_shapes(op, data, kernel, 4, 4)
     _, channels, height, width = data_shape
     out_channels, per_group, kh, kw = kernel_shape
     _check_groups(op, groups, channels, out_channels)
@@ -185,7 +185,7 @@ def conv2d_nhwc(
 ) -> Tensor:
     """data (N, H, W, C) * kernel (KH, KW, C/groups, O) -> (N, OH, OW, O)."""
     op = "conv2d_nhwc"
-    data_shape, kernel_shape = _operand_shapes(op, data, kernel, 4, 4)
+    data_shape, kernel_shape = operand_shapes(op, data, kernel, 4, 4)
     _, height, width, channels = data_shape
     kh, kw, per_group, out_channels = kernel_shape
     _check_groups(op, groups, channels, out_channels)
@@ -222,7 +222,7 @@ def depthwise_conv2d_nchw(
     (TVM's layout; ``M`` is the channel multiplier).
     """
     op = "depthwise_conv2d_nchw"
-    data_shape, kernel_shape = _operand_shapes(op, data, kernel, 4, 4)
+    data_shape, kernel_shape = operand_shapes(op, data, kernel, 4, 4)
     _, channels, height, width = data_shape
     kernel_channels, multiplier, kh, kw = kernel_shape
     if kernel_channels != channels:
@@ -302,7 +302,7 @@ def conv2d_nchwc(
 ) -> Tensor:
     """data (N, C/ic, H, W, ic) * kernel (O/oc, C/ic, KH, KW, ic, oc) -> (N, O/oc, OH, OW, oc)."""
     op = "conv2d_nchwc"
-    data_shape, kernel_shape = _operand_shapes(op, data, kernel, 5, 6)
+    data_shape, kernel_shape = operand_shapes(op, data, kernel, 5, 6)
     _, blocks, height, width, block = data_shape
     out_blocks, kernel_blocks, kh, kw, kernel_block, out_block = kernel_shape
     if (kernel_blocks, kernel_block) != (blocks, block):

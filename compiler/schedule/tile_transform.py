@@ -1,0 +1,87 @@
+"""The schedule of a small-tile transform: Winograd's input and output transforms.
+
+Such a block computes, for every tile, ``a x a`` values each a weighted sum over the
+``a x a`` elements of the tile, with constant weights written as selects on the loop
+indices (``compiler.topi.nn.winograd``). Run as written (tile outermost, tile
+elements innermost), each output reloads the whole tile and evaluates the selects.
+With the loops over one tile innermost and unrolled, the selects fold to constants,
+a zero weight drops its term, and the tile is loaded once for all its outputs: the
+transform costs a few additions per element (TVM's Winograd schedule rules unroll
+the same loops).
+
+The block says which loops those are with ``TILE_TRANSFORM_ATTR``:
+
+- ``[positions]``: the positions of its spatial block variables that index a tile
+  element (the reduce variables always do);
+- ``{"tile": m}`` on a block whose last two spatial variables are image rows and
+  columns: each is split by ``m`` and the inner pieces index a tile element.
+"""
+
+from __future__ import annotations
+
+from compiler.ir.analysis import find_block_realize, uses_var
+from compiler.ir.stmt import Block, BlockRealize, IterKind
+from compiler.schedule.errors import ScheduleError
+from compiler.schedule.handles import BlockRV, LoopRV
+from compiler.schedule.schedule import Schedule
+
+TILE_TRANSFORM_ATTR = "tile_transform"
+
+
+def is_tile_transform(block: Block) -> bool:
+    """Whether ``block`` is a tile transform that says which loops go innermost."""
+    return TILE_TRANSFORM_ATTR in block.annotations
+
+
+def schedule_tile_transform(sch: Schedule, block: BlockRV) -> list[LoopRV]:
+    """Move the loops over one tile innermost and unroll them; the loops left
+    outside (over tiles, channels), outermost first, for the caller to parallelize.
+    ScheduleError when a primitive refuses."""
+    spec = sch.get(block).annotations[TILE_TRANSFORM_ATTR]
+    loops = sch.get_loops(block)
+    reduces = _binds_reduce(sch, block, loops)
+    if isinstance(spec, dict):
+        spatial = [loop for loop, r in zip(loops, reduces, strict=True) if not r]
+        rows, cols = spatial[-2:]
+        row_out, row_in = sch.split(rows, [None, int(spec["tile"])])
+        col_out, col_in = sch.split(cols, [None, int(spec["tile"])])
+        outer = [*spatial[:-2], row_out, col_out]
+        tile = [row_in, col_in]
+    else:
+        chosen = _bound_loops(sch, block, loops, {int(p) for p in spec})
+        tile = [loop for loop, r, c in zip(loops, reduces, chosen, strict=True) if c and not r]
+        outer = [loop for loop, r, c in zip(loops, reduces, chosen, strict=True) if not (r or c)]
+    # The tile's outputs outside the reduce loops: each output is summed in a register
+    # (with the reduce loops outside, LLVM kept every output in memory: 2x slower).
+    inner = [*tile, *(loop for loop, r in zip(loops, reduces, strict=True) if r)]
+    sch.reorder(*outer, *inner)
+    for loop in inner:
+        sch.unroll(loop)
+    return outer
+
+
+def _binds_reduce(sch: Schedule, block: BlockRV, loops: list[LoopRV]) -> list[bool]:
+    """For each loop, whether it binds a reduce variable of the block."""
+    realize = _realize(sch, block)
+    values = [
+        value
+        for iv, value in zip(realize.block.iter_vars, realize.iter_values, strict=True)
+        if iv.kind is IterKind.REDUCE
+    ]
+    return [any(uses_var(v, sch.get(loop).loop_var) for v in values) for loop in loops]
+
+
+def _bound_loops(
+    sch: Schedule, block: BlockRV, loops: list[LoopRV], positions: set[int]
+) -> list[bool]:
+    """For each loop, whether it binds a block variable at one of ``positions``."""
+    realize = _realize(sch, block)
+    values = [v for k, v in enumerate(realize.iter_values) if k in positions]
+    return [any(uses_var(v, sch.get(loop).loop_var) for v in values) for loop in loops]
+
+
+def _realize(sch: Schedule, block: BlockRV) -> BlockRealize:
+    found = find_block_realize(sch.mod[block.func_name].body, block.name)
+    if found is None:
+        raise ScheduleError(f"tile transform: no block {block.name!r}")
+    return found
