@@ -44,7 +44,9 @@ def test_a_model_file_is_stored_once_with_its_tasks(client, rng) -> None:
     stored = first.json()
     assert stored["stored_now"] and stored["size"] == len(content)
     convolutions = [t for t in stored["tasks"] if t["kind"].startswith("conv2d")]
-    assert [t["weight"] for t in convolutions] == [3] and convolutions[0]["worth_tuning"]
+    # The 3x3 convolution: direct, Winograd F(2x2) and F(4x4), each three times.
+    assert [t["weight"] for t in convolutions] == [3, 3, 3]
+    assert all(t["worth_tuning"] for t in convolutions)
     again = upload(client, content).json()
     assert again["id"] == stored["id"] and not again["stored_now"]
     shown = client.get(f"/v1/models/{stored['id']}").json()
