@@ -46,6 +46,7 @@ import db  # noqa: E402
 import workers  # noqa: E402
 from compiler.codegen.target import LLVMTarget  # noqa: E402
 from compiler.graph import Graph, GraphModule, import_onnx  # noqa: E402
+from compiler.graph.blocked_layout import DEFAULT_CONV_BLOCK  # noqa: E402
 from tuner.model_tasks import ModelTask, extract_tasks, tuned_tasks  # noqa: E402
 from tuner.model_tune import ModelTuneOptions, ModelTuneResult, tune_model  # noqa: E402
 
@@ -323,8 +324,9 @@ def main() -> None:
     parser.add_argument(
         "--conv-block",
         type=int,
-        default=0,
-        help="run the convolutions in NCHW[N]c (0: NCHW)",
+        default=DEFAULT_CONV_BLOCK,
+        help=f"run the convolutions in NCHW[N]c (default {DEFAULT_CONV_BLOCK}; 0: NCHW, "
+        "where 3x3 convolutions may also run as Winograd's)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
     args = parser.parse_args()

@@ -132,6 +132,12 @@ class LLVMTarget:
             return 256
         return 128
 
+    @property
+    def vector_registers(self) -> int:
+        """How many vector registers the CPU has: 32 with AVX-512, else 16 (SSE, AVX,
+        AVX2); a register tile of accumulators is sized to fit them."""
+        return 32 if self.vector_bits == 512 else 16
+
     def __str__(self) -> str:
         """The canonical spelling: ``llvm -mcpu=<cpu> -mattr=<features>`` and the
         thread count and triple where they are set."""

@@ -4,9 +4,11 @@ x86 ``conv2d_NCHWc``).
 
 ``block_convolutions`` rewrites the graph by four local rules until none applies:
 
-- a ``conv2d`` (one group, channels that split into blocks) becomes
+- a ``conv2d`` (one group, output channels that split into blocks) becomes
   ``to_nchw(conv2d_nchwc(to_blocked(x), W'))``, its weight ``W`` converted once, here,
-  to (O/b, C/b, KH, KW, b, b);
+  to (O/b, C/c, KH, KW, c, b); the input block ``c`` is ``b`` where the input
+  channels split into it, else all of them when fewer (an image's 3 channels: the
+  first convolution runs blocked too), else their largest common divisor with ``b``;
 - ``to_blocked(to_nchw(z))`` reads ``z`` itself;
 - ``f(to_nchw(y), ...)`` becomes ``to_nchw(f(y, ...))`` for an elementwise or
   broadcast ``f`` whose other operands fit the blocked layout: one element, a
@@ -22,6 +24,7 @@ kernel copies the layout.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from functools import partial
 
@@ -31,6 +34,10 @@ from compiler.graph.ir import Graph, Node, TensorType
 from compiler.graph.ops import OPS, Pattern
 from compiler.graph.passes import bypass, rewrite_until_done, sink_below
 
+# The channel block a model's convolutions run in unless told otherwise: two AVX2
+# vectors or one AVX-512 vector of float32, the width of the default schedule's
+# register tile (``compiler.schedule.default``).
+DEFAULT_CONV_BLOCK = 16
 TRANSFORM = "layout_transform"
 BLOCKED = "NCHWc"
 PLAIN = "NCHW"
@@ -81,9 +88,15 @@ def _blockable(graph: Graph, conv: Node, block: int) -> bool:
         and len(shape) == 4
         and kernel is not None
         and kernel.ndim == 4
-        and shape[1] % block == 0
         and kernel.shape[0] % block == 0
     )
+
+
+def input_block(channels: int, block: int) -> int:
+    """The block of a blocked convolution's input channels (see the module docstring)."""
+    if channels % block == 0:
+        return block
+    return channels if channels < block else math.gcd(channels, block)
 
 
 def _block_convolution(graph: Graph, conv: Node, block: int, names: Iterator[str]) -> None:
@@ -94,10 +107,11 @@ def _block_convolution(graph: Graph, conv: Node, block: int, names: Iterator[str
     out, _, kh, kw = kernel.shape
     dtype = graph.types[conv.output].dtype
     _, _, out_height, out_width = graph.types[conv.output].shape
+    inner = input_block(channels, block)
     blocked_data, blocked_kernel, blocked_out = next(names), next(names), next(names)
-    graph.types[blocked_data] = TensorType((n, channels // block, height, width, block), dtype)
+    graph.types[blocked_data] = TensorType((n, channels // inner, height, width, inner), dtype)
     graph.constants[blocked_kernel] = np.ascontiguousarray(
-        kernel.reshape(out // block, block, channels // block, block, kh, kw).transpose(
+        kernel.reshape(out // block, block, channels // inner, inner, kh, kw).transpose(
             0, 2, 4, 5, 3, 1
         )
     )
@@ -106,7 +120,7 @@ def _block_convolution(graph: Graph, conv: Node, block: int, names: Iterator[str
     window = {k: v for k, v in conv.attrs.items() if k in ("stride", "padding", "dilation")}
     at = graph.nodes.index(conv)
     graph.nodes[at : at + 1] = [
-        Node(TRANSFORM, (data,), blocked_data, {"to": BLOCKED, "block": block}, conv.name),
+        Node(TRANSFORM, (data,), blocked_data, {"to": BLOCKED, "block": inner}, conv.name),
         Node("conv2d_nchwc", (blocked_data, blocked_kernel), blocked_out, window, conv.name),
         Node(TRANSFORM, (blocked_out,), conv.output, {"to": PLAIN}, conv.name),
     ]

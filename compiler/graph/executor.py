@@ -26,7 +26,7 @@ from compiler.build import build_llvm
 from compiler.codegen.target import LLVMTarget, TargetError
 from compiler.codegen.targets import target_kind
 from compiler.graph.algorithms import choose
-from compiler.graph.blocked_layout import block_convolutions
+from compiler.graph.blocked_layout import DEFAULT_CONV_BLOCK, block_convolutions
 from compiler.graph.fuse import FusedGroup, fuse
 from compiler.graph.ir import Graph, GraphError
 from compiler.graph.passes import fold_scale_into_conv
@@ -43,10 +43,13 @@ from compiler.workload.key import workload_key
 LIBRARY, PLAN, WEIGHTS = "model.so", "plan.json", "weights.npz"
 
 
-def optimize(graph: Graph, *, conv_block: int = 0) -> tuple[Graph, list[FusedGroup]]:
+def optimize(
+    graph: Graph, *, conv_block: int = DEFAULT_CONV_BLOCK
+) -> tuple[Graph, list[FusedGroup]]:
     """The graph after its passes, and its fused groups: the functions it becomes.
-    With ``conv_block``, the convolutions run in NCHW[conv_block]c
-    (``compiler.graph.blocked_layout``)."""
+    The convolutions run in NCHW[conv_block]c (``compiler.graph.blocked_layout``),
+    in NCHW with ``conv_block=0`` (where a 3x3 convolution can also run as Winograd's,
+    ``compiler.graph.algorithms``)."""
     graph.check()
     optimized = sink_reshapes(fold_scale_into_conv(graph))
     if conv_block:
@@ -58,7 +61,7 @@ def optimize(graph: Graph, *, conv_block: int = 0) -> tuple[Graph, list[FusedGro
 def compile_graph(
     graph: Graph,
     *,
-    conv_block: int = 0,
+    conv_block: int = DEFAULT_CONV_BLOCK,
     target: str | LLVMTarget = "llvm",
     database: TuningLookup | None = None,
 ) -> tuple[Plan, IRModule, dict[str, np.ndarray]]:
@@ -103,7 +106,7 @@ class GraphModule:
         target: str | LLVMTarget = "llvm",
         *,
         database: TuningLookup | None = None,
-        conv_block: int = 0,
+        conv_block: int = DEFAULT_CONV_BLOCK,
     ) -> None:
         if target_kind(target) != "llvm":
             raise TargetError(

@@ -97,11 +97,28 @@ class Trace:
     def apply_to_schedule(self, sch: Schedule, decisions: Mapping[int, Any] | None = None) -> None:
         """Replay every instruction on ``sch``; ``decisions`` overrides sampled ones
         by instruction index. Raises ``ScheduleError`` if a step is illegal there."""
+        self.replay_range(sch, 0, len(self.instructions), decisions=decisions)
+
+    def replay_range(
+        self,
+        sch: Schedule,
+        start: int,
+        stop: int,
+        *,
+        decisions: Mapping[int, Any] | None = None,
+        bindings: dict[int, Any] | None = None,
+    ) -> dict[int, Any]:
+        """Replay instructions ``start`` to ``stop - 1`` on ``sch``, which has the
+        instructions before ``start`` replayed already, their outputs bound in
+        ``bindings`` (what the replay of those returned); returns the bindings after
+        ``stop``. A schedule with a prefix replayed once can so be copied and resumed
+        under several decisions, as a space that weighs each value of one decision does."""
         decisions = dict(decisions or {})
         for index in decisions:
             self._check_sampling_index(index)
-        rv_map: dict[int, Any] = {}
-        for index, inst in enumerate(self.instructions):
+        rv_map: dict[int, Any] = {} if bindings is None else bindings
+        for index in range(start, stop):
+            inst = self.instructions[index]
             method = getattr(sch, inst.kind, None)
             if method is None or not getattr(method, INSTRUCTION_ATTR, False):
                 raise ScheduleError(f"trace instruction {index} has unknown kind {inst.kind!r}")
@@ -117,6 +134,7 @@ class Trace:
                 )
             for old, new in zip(inst.outputs, new_outputs, strict=True):
                 rv_map[id(old)] = new
+        return rv_map
 
     # text and JSON ---------------------------------------------------------------
 

@@ -166,6 +166,32 @@ def test_replay_with_other_decisions_gives_the_other_schedule() -> None:
     check_matmul_relu(by_trace.mod)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_a_prefix_replayed_once_resumes_like_a_whole_replay(seed: int) -> None:
+    """The prefix before the last decision is replayed once, copied and resumed under
+    each of that decision's values: the same program as replaying it all each time."""
+    func = matmul_relu()
+    sch = Schedule(func, seed=seed)
+    stochastic(sch)
+    trace = sch.trace
+    last = max(trace.decisions)
+    prefix = Schedule(func)
+    bindings = trace.replay_range(prefix, 0, last)
+    for value in (1, 2, 0):
+        resumed = prefix.copy()
+        trace.replay_range(
+            resumed,
+            last,
+            len(trace.instructions),
+            decisions={last: value},
+            bindings=dict(bindings),
+        )
+        whole = Schedule(func)
+        trace.apply_to_schedule(whole, decisions={last: value})
+        assert same_module(resumed.mod, whole.mod)
+        assert resumed.trace.decisions == whole.trace.decisions
+
+
 def test_replay_rejects_decisions_that_do_not_fit() -> None:
     func = matmul_relu()
     sch = Schedule(func, seed=0)

@@ -91,32 +91,40 @@ class GeneratedSpace(Space):
         domain = sampling_domain(self.func, trace, index, role)
         if inst.kind == "sample_compute_location":
             expensive = self._is_expensive(inst.inputs["block"].name)
-            root_work = self._work_at(trace, index, ROOT)
+            work = self._work_at(trace, index, [ROOT, *(v for v in domain.values if v >= 0)])
             kept = tuple(
                 v
                 for v in domain.values
                 if (v != INLINE or not expensive)
-                and (v < 0 or self._work_at(trace, index, v) <= MAX_RECOMPUTATION * root_work)
+                and (v < 0 or work[v] <= MAX_RECOMPUTATION * work[ROOT])
             )
             domain = Domain(domain.kind, kept, role=role)
         return domain
 
-    def _work_at(self, trace: Trace, index: int, location: int) -> int:
+    def _work_at(self, trace: Trace, index: int, locations: list[int]) -> dict[int, int]:
         """How many times the block of the compute location ``index`` of ``trace``
-        runs when computed at ``location``: the product of the loop extents around it.
-        A loop its consumer's region does not depend on (a softmax row's maximum put
-        inside the loop over the row) repeats the whole block that many times."""
+        runs when computed at each of ``locations``: the product of the loop extents
+        around it. A loop its consumer's region does not depend on (a softmax row's
+        maximum put inside the loop over the row) repeats the whole block that many
+        times. The instructions before ``index`` are replayed once for all of them."""
         placed = next(
             k
             for k in range(index + 1, len(trace.instructions))
             if trace.instructions[k].kind == "compute_at"
             and trace.instructions[k].inputs.get("loop") is trace.instructions[index].outputs[0]
         )
-        sch = Schedule(self.func)
-        Trace(trace.instructions[: placed + 1]).apply_to_schedule(sch, {index: location})
-        block = sch.trace.instructions[index].inputs["block"]
-        extents = [const_int(sch.get(loop).extent) for loop in sch.get_loops(block)]
-        return math.prod(e if e is not None else 1 for e in extents)
+        prefix = Schedule(self.func)
+        bindings = trace.replay_range(prefix, 0, index)
+        work = {}
+        for location in locations:
+            sch = prefix.copy()
+            trace.replay_range(
+                sch, index, placed + 1, decisions={index: location}, bindings=dict(bindings)
+            )
+            block = sch.trace.instructions[index].inputs["block"]
+            extents = [const_int(sch.get(loop).extent) for loop in sch.get_loops(block)]
+            work[location] = math.prod(e if e is not None else 1 for e in extents)
+        return work
 
     def _is_expensive(self, block_name: str) -> bool:
         """An original block that calls a costly intrinsic: never inlined, since each

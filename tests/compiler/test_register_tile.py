@@ -1,0 +1,140 @@
+"""The default schedule's register tile for reductions with a short vector loop (a
+blocked convolution's channel block): its structure, and results equal to numpy's
+over random shapes, strides and channel blocks, odd ones included."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from onnx_models import make_model, node, weight
+
+import compiler
+from compiler import te, topi
+from compiler.codegen.target import LLVMTarget
+from compiler.graph import GraphModule, import_onnx, optimize
+from compiler.graph.blocked_layout import input_block
+from compiler.ir.layout_free import mark_layout_free
+from compiler.runtime.prepacked import pack_arguments
+from compiler.schedule.default import schedule_by_default
+from compiler.topi.reference import conv2d_nchw_im2col
+
+AVX2 = "llvm -mcpu=haswell -num-cores=2"
+
+
+def blocked_conv(
+    channels: int, size: int, out_channels: int, kernel: int, stride: int, in_block: int, block: int
+):
+    data = te.placeholder((1, channels // in_block, size, size, in_block), "float32", name="data")
+    weights = te.placeholder(
+        (out_channels // block, channels // in_block, kernel, kernel, in_block, block),
+        "float32",
+        name="kernel",
+    )
+    out = topi.conv2d_nchwc(data, weights, stride=stride, padding=kernel // 2)
+    return mark_layout_free(te.create_prim_func([data, weights, out]), ["kernel"])
+
+
+def to_blocked(x: np.ndarray, block: int) -> np.ndarray:
+    n, c, h, w = x.shape
+    return np.ascontiguousarray(x.reshape(n, c // block, block, h, w).transpose(0, 1, 3, 4, 2))
+
+
+def kinds_by_name(sch) -> list[str]:
+    return [inst.kind for inst in sch.trace.instructions]
+
+
+def test_a_blocked_convolution_accumulates_four_columns_of_two_vectors_in_registers() -> None:
+    sch = schedule_by_default(blocked_conv(16, 8, 32, 3, 1, 8, 16), target=AVX2)
+    kinds = kinds_by_name(sch)
+    assert {"cache_write", "reverse_compute_at", "decompose_reduction", "unroll"} <= set(kinds)
+    split = next(i for i in sch.trace.instructions if i.kind == "split")
+    # at most 6 columns of 2 vectors fit 16 registers; 8 columns split by 4
+    assert split.inputs["factors"] == [None, 4]
+    text = sch.mod["main"].script()
+    assert "T.unroll(4)" in text and "T.vectorized(16)" in text
+
+
+def test_columns_that_do_not_split_by_four_take_one_vector_and_more_columns() -> None:
+    sch = schedule_by_default(blocked_conv(16, 7, 32, 3, 1, 8, 16), target=AVX2)
+    text = sch.mod["main"].script()
+    assert "T.unroll(7)" in text and "T.vectorized(8)" in text
+
+
+def test_avx512_fills_its_32_registers_with_one_vector_a_column() -> None:
+    assert LLVMTarget.parse("llvm -mcpu=skylake-avx512").vector_registers == 32
+    sch = schedule_by_default(
+        blocked_conv(16, 28, 32, 3, 1, 16, 16), target="llvm -mcpu=skylake-avx512 -num-cores=2"
+    )
+    assert "T.unroll(28)" in sch.mod["main"].script()  # 28 + 1 + 1 of 32 registers
+
+
+def test_a_long_vector_loop_gets_no_register_tile() -> None:
+    a = te.placeholder((64, 64), "float32", name="A")
+    b = te.placeholder((64, 256), "float32", name="B")
+    k = te.reduce_axis((0, 64), name="k")
+    c = te.compute((64, 256), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+    sch = schedule_by_default(te.create_prim_func([a, b, c]), target=AVX2)
+    assert "cache_write" not in kinds_by_name(sch)
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    channels=st.sampled_from([3, 8, 16]),
+    size=st.integers(5, 17),
+    out_blocks=st.integers(1, 3),
+    block=st.sampled_from([4, 8, 16]),
+    kernel=st.sampled_from([1, 3, 5]),
+    stride=st.sampled_from([1, 2]),
+    seed=st.integers(0, 2**16),
+)
+def test_register_tiled_blocked_convolutions_compute_what_numpy_does(
+    channels, size, out_blocks, block, kernel, stride, seed
+) -> None:
+    in_block = channels if channels < block else block
+    if channels % in_block:
+        in_block = channels
+    out_channels = out_blocks * block
+    func = blocked_conv(channels, size, out_channels, kernel, stride, in_block, block)
+    module = compiler.build(func, AVX2)
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((1, channels, size, size)).astype("float32")
+    w = rng.standard_normal((out_channels, channels, kernel, kernel)).astype("float32")
+    w_blocked = np.ascontiguousarray(
+        w.reshape(out_blocks, block, channels // in_block, in_block, kernel, kernel).transpose(
+            0, 2, 4, 5, 3, 1
+        )
+    )
+    out_shape = tuple(int(d) for d in func.params[-1].shape)
+    result = np.zeros(out_shape, "float32")
+    args = pack_arguments(module, "main", [to_blocked(x, in_block), w_blocked, result])
+    module["main"](*args)
+    expected = conv2d_nchw_im2col(x, w, stride, kernel // 2)
+    np.testing.assert_allclose(result, to_blocked(expected, block), rtol=1e-4, atol=1e-4)
+
+
+def test_an_images_first_convolution_runs_blocked_with_all_its_channels_a_block(rng) -> None:
+    """3 input channels do not split into blocks of 16: the input block is all three,
+    so the first convolution of an image runs blocked (and register-tiled) too."""
+    assert [input_block(c, 16) for c in (3, 12, 24, 32)] == [3, 12, 8, 16]
+    model = make_model(
+        [
+            node("Conv", ["image", "w"], ["y"], strides=[2, 2], pads=[3, 3, 3, 3]),
+            node("Relu", ["y"], ["out"]),
+        ],
+        {"image": [1, 3, 20, 20]},
+        ["out"],
+        {"w": weight(rng, 16, 3, 7, 7, fan_in=3 * 49)},
+    )
+    graph = import_onnx(model)
+    optimized, _ = optimize(graph, conv_block=16)
+    (conv,) = [n for n in optimized.nodes if n.op == "conv2d_nchwc"]
+    assert optimized.types[conv.inputs[0]].shape == (1, 1, 20, 20, 3)
+    image = rng.standard_normal((1, 3, 20, 20)).astype("float32")
+    session = onnxruntime.InferenceSession(
+        model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    (expected,) = session.run(None, {"image": image})
+    (ours,) = GraphModule(graph).run(image=image).values()
+    np.testing.assert_allclose(ours, expected, rtol=1e-4, atol=1e-4)
