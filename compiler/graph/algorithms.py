@@ -1,17 +1,20 @@
 """Other algorithms for one fused group, and the choice between them by measurement.
 
 A 3x3 stride-1 convolution of one group, whose kernel is a model weight, can also be
-computed by Winograd's F(2x2, 3x3) or F(4x4, 3x3) (``topi.nn.conv2d_winograd_nchw``),
-with the transformed kernel computed once at build time. Like TVM's conv2d
-strategies, each algorithm of a group is a workload of its own: task extraction
-offers all of them for tuning, and a build takes the one whose best stored schedule
-ran fastest. F(m) is offered when the output is at least ``2 m`` pixels high and
-wide: with fewer tiles its padding wastes more than the algorithm saves.
+computed by Winograd's F(2x2, 3x3) or F(4x4, 3x3) (``topi.nn.conv2d_winograd_nchw``,
+or ``conv2d_winograd_nchwc`` for a blocked one), with the transformed kernel computed
+once at build time. Like TVM's conv2d strategies, each algorithm of a group is a
+workload of its own: task extraction offers all of them for tuning, and a build takes
+the one whose best stored schedule ran fastest. F(m) is offered when the output is at
+least ``2 m`` pixels high and wide: with fewer tiles its padding wastes more than the
+algorithm saves.
 
-When none of them is tuned, the default schedules decide: F(2x2) for an output of
-at most ``DEFAULT_WINOGRAD_MAX_SIZE`` pixels a side, direct otherwise. Untuned on 2
-AVX2 cores, F(2x2) took 2.2 ms where direct took 5.3 ms for 256 channels at 14x14,
-4.2 ms against 10.5 ms for 512 at 7x7; at 56x56 direct was the faster.
+When none of them is tuned, the default schedules decide. In NCHW: F(2x2) for an
+output of at most ``DEFAULT_WINOGRAD_MAX_SIZE`` pixels a side, direct otherwise
+(untuned on 2 AVX2 cores, F(2x2) took 2.2 ms where direct took 5.3 ms for 256
+channels at 14x14, 4.2 ms against 10.5 ms for 512 at 7x7; at 56x56 direct was the
+faster). Blocked: direct, whose default schedule has a register tile (1.5-2.5 ms
+for those two layers, F(2x2) 1.5-3.2 ms).
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from compiler.schedule.tuned import TuningLookup, best_seconds
 from compiler.topi.nn.winograd import WINOGRAD_TILE_SIZES, winograd_applies
 
 DIRECT = "direct"
+BLOCKED = "conv2d_nchwc"
+CONVOLUTIONS = ("conv2d", BLOCKED)
 DEFAULT_WINOGRAD_MAX_SIZE = 14
 
 
@@ -50,15 +55,17 @@ def alternatives(group: FusedGroup, graph: Graph) -> list[Alternative]:
     """The ways to compute ``group``, the direct one first."""
     found = [Alternative(DIRECT, group)]
     anchor = group.anchor
-    if anchor.op != "conv2d" or anchor.inputs[1] not in graph.constants:
+    if anchor.op not in CONVOLUTIONS or anchor.inputs[1] not in graph.constants:
         return found
     kernel_shape = graph.types[anchor.inputs[1]].shape
+    if anchor.op == BLOCKED:  # (O/o, C/i, KH, KW, i, o): one group, OIHW's window
+        kernel_shape = kernel_shape[:4]
     attrs = anchor.attrs
     if not winograd_applies(
         kernel_shape, attrs.get("stride", 1), attrs.get("dilation", 1), attrs.get("groups", 1)
     ):
         return found
-    out_height, out_width = graph.types[anchor.output].shape[2:]
+    out_height, out_width = graph.types[anchor.output].shape[2:4]
     for tile in WINOGRAD_TILE_SIZES:
         if min(out_height, out_width) >= 2 * tile:
             node = dataclasses.replace(anchor, attrs={**attrs, WINOGRAD_TILE: tile})
@@ -85,7 +92,7 @@ def choose(
         ]
     if timed:
         return options[min(timed)[1]]
-    out_height, out_width = graph.types[group.anchor.output].shape[2:]
-    if max(out_height, out_width) <= DEFAULT_WINOGRAD_MAX_SIZE:
+    out_height, out_width = graph.types[group.anchor.output].shape[2:4]
+    if group.anchor.op != BLOCKED and max(out_height, out_width) <= DEFAULT_WINOGRAD_MAX_SIZE:
         return next(option for option in options if option[0].algorithm == "winograd2")
     return options[0]

@@ -172,6 +172,10 @@ def _conv2d(inputs: Sequence[Tensor], attrs: Mapping[str, Any]) -> Tensor:
 @_op("conv2d_nchwc", Pattern.COMPLEX)
 def _conv2d_nchwc(inputs: Sequence[Tensor], attrs: Mapping[str, Any]) -> Tensor:
     data, kernel = inputs
+    if attrs.get(WINOGRAD_TILE):
+        return topi.conv2d_winograd_nchwc(
+            data, kernel, attrs.get("padding", 0), attrs[WINOGRAD_TILE]
+        )
     options = {k: attrs[k] for k in ("stride", "padding", "dilation") if k in attrs}
     return topi.conv2d_nchwc(data, kernel, **options)
 

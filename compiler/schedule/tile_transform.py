@@ -13,8 +13,10 @@ The block says which loops those are with ``TILE_TRANSFORM_ATTR``:
 
 - ``[positions]``: the positions of its spatial block variables that index a tile
   element (the reduce variables always do);
-- ``{"tile": m}`` on a block whose last two spatial variables are image rows and
-  columns: each is split by ``m`` and the inner pieces index a tile element.
+- ``{"tile": m, "axes": [rows, columns]}``: the positions of the spatial block
+  variables that are image rows and columns (the last two when ``axes`` is left out):
+  each is split by ``m`` and the inner pieces index a tile element. The other spatial
+  loops stay outside in their order (a blocked output's channel block among them).
 """
 
 from __future__ import annotations
@@ -42,10 +44,11 @@ def schedule_tile_transform(sch: Schedule, block: BlockRV) -> list[LoopRV]:
     reduces = _binds_reduce(sch, block, loops)
     if isinstance(spec, dict):
         spatial = [loop for loop, r in zip(loops, reduces, strict=True) if not r]
-        rows, cols = spatial[-2:]
-        row_out, row_in = sch.split(rows, [None, int(spec["tile"])])
-        col_out, col_in = sch.split(cols, [None, int(spec["tile"])])
-        outer = [*spatial[:-2], row_out, col_out]
+        row_at, col_at = (int(a) for a in spec.get("axes", [len(spatial) - 2, len(spatial) - 1]))
+        row_out, row_in = sch.split(spatial[row_at], [None, int(spec["tile"])])
+        col_out, col_in = sch.split(spatial[col_at], [None, int(spec["tile"])])
+        rest = [loop for k, loop in enumerate(spatial) if k not in (row_at, col_at)]
+        outer = [*rest[:row_at], row_out, col_out, *rest[row_at:]]
         tile = [row_in, col_in]
     else:
         chosen = _bound_loops(sch, block, loops, {int(p) for p in spec})

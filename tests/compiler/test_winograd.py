@@ -234,3 +234,67 @@ def test_a_model_runs_the_algorithm_that_measured_fastest_and_exports_it(rng, tm
     assert transformed == [(6, 6, 4, 8)]  # the weight is stored transformed
     loaded = GraphModule.load(tmp_path / "model")
     np.testing.assert_array_equal(loaded.run(x=x)["y"], tuned.run(x=x)["y"])
+
+
+def to_blocked(x: np.ndarray, block: int) -> np.ndarray:
+    n, c, h, w = x.shape
+    return np.ascontiguousarray(x.reshape(n, c // block, block, h, w).transpose(0, 1, 3, 4, 2))
+
+
+@settings(max_examples=6, deadline=None)
+@given(
+    blocks=st.integers(1, 2),
+    out_blocks=st.integers(1, 2),
+    block=st.sampled_from([2, 4]),
+    out_block=st.sampled_from([2, 4]),
+    height=st.integers(3, 11),
+    width=st.integers(3, 11),
+    padding=st.sampled_from([0, 1]),
+    tile=st.sampled_from([2, 4]),
+    seed=st.integers(0, 2**16),
+)
+def test_blocked_winograd_matches_the_direct_convolution(
+    blocks, out_blocks, block, out_block, height, width, padding, tile, seed
+) -> None:
+    """NCHW[x]c in and out, input and output blocks of their own sizes."""
+    rng = np.random.default_rng(seed)
+    channels, out_channels = blocks * block, out_blocks * out_block
+    data = te.placeholder((1, blocks, height, width, block), name="data")
+    kernel = te.placeholder((out_blocks, blocks, 3, 3, block, out_block), name="kernel")
+    out = topi.nn.conv2d_winograd_nchwc(data, kernel, padding, tile)
+    func = mark_layout_free(te.create_prim_func([data, kernel, out]), ["kernel"])
+    module = compiler.build(func, "llvm")
+    x = rng.standard_normal((1, channels, height, width)).astype("float32")
+    w = rng.standard_normal((out_channels, channels, 3, 3)).astype("float32")
+    w_blocked = np.ascontiguousarray(
+        w.reshape(out_blocks, out_block, blocks, block, 3, 3).transpose(0, 2, 4, 5, 3, 1)
+    )
+    expected = conv2d_nchw_im2col(x.astype("float64"), w.astype("float64"), 1, padding)
+    result = np.zeros(tuple(int(d) for d in out.shape), "float32")
+    ours = run(module, [to_blocked(x, block), w_blocked, result])
+    assert relative_error(ours, to_blocked(expected, out_block)) < 1e-3
+
+
+def test_a_blocked_model_offers_winograd_and_runs_it_where_it_measured_fastest(rng) -> None:
+    graph, weights = two_convolutions(rng)
+    optimized, groups = optimize(graph, conv_block=4)
+    names = [[a.name for a in alternatives(group, optimized)] for group in groups]
+    first = "layout_transform_conv2d_nchwc_relu"  # reads the NCHW input in place
+    assert names[0] == [first, f"{first}[winograd2]", f"{first}[winograd4]"]
+    assert [len(n) for n in names[1:]] == [1] * (len(names) - 1)  # stride 2: direct only
+    database = db.create("memory")
+    for option, seconds in zip(alternatives(groups[0], optimized), [3e-3, 1e-3, 2e-3], strict=True):
+        func = option.group.prim_func(optimized)
+        database.commit_workload(func)
+        trace = GeneratedSpace(func, target="llvm").sample(random.Random(0)).trace_json
+        database.commit_records([db.Measurement.ok(workload_key(func), "llvm", trace, [seconds])])
+
+    untuned = GraphModule(graph, conv_block=4)
+    tuned = GraphModule(graph, database=database, conv_block=4)
+    assert "[" not in "".join(s.kind for s in untuned.plan.steps)  # direct, register-tiled
+    assert tuned.plan.steps[0].kind == f"{first}[winograd2]"
+    x = rng.standard_normal((1, 4, 10, 10)).astype("float32")
+    hidden = np.maximum(conv2d_nchw_im2col(x, weights["w1"], 1, 1), 0)
+    expected = conv2d_nchw_im2col(hidden, weights["w2"], 2, 1)
+    for module in (untuned, tuned):
+        np.testing.assert_allclose(module.run(x=x)["y"], expected, rtol=1e-4, atol=1e-4)

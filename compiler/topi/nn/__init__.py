@@ -13,7 +13,7 @@ from compiler.topi.nn.layer_norm import layer_norm
 from compiler.topi.nn.pad import pad
 from compiler.topi.nn.pooling import avg_pool2d, global_avg_pool2d, max_pool2d
 from compiler.topi.nn.softmax import log_softmax, softmax
-from compiler.topi.nn.winograd import conv2d_winograd_nchw
+from compiler.topi.nn.winograd import conv2d_winograd_nchw, conv2d_winograd_nchwc
 
 __all__ = [
     "avg_pool2d",
@@ -23,6 +23,7 @@ __all__ = [
     "conv2d_nchwc",
     "conv2d_nhwc",
     "conv2d_winograd_nchw",
+    "conv2d_winograd_nchwc",
     "dense",
     "depthwise_conv2d_nchw",
     "gelu",

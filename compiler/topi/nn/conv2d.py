@@ -293,6 +293,22 @@ def window_index(out: PrimExpr, stride: int, offset: PrimExpr, dilation: int) ->
     return start + (offset * dilation if dilation != 1 else offset)
 
 
+def blocked_operand_shapes(
+    op: str, data: Tensor, kernel: Tensor
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The shapes of blocked data (N, C/i, H, W, i) and kernel (O/o, C/i, KH, KW, i, o),
+    checked to agree on the input channels' blocks."""
+    data_shape, kernel_shape = operand_shapes(op, data, kernel, 5, 6)
+    _, blocks, _, _, block = data_shape
+    _, kernel_blocks, _, _, kernel_block, _ = kernel_shape
+    if (kernel_blocks, kernel_block) != (blocks, block):
+        raise OperatorError(
+            f"{op}: kernel {shape_str(kernel)} reads {kernel_blocks} blocks of {kernel_block} "
+            f"input channels, data {shape_str(data)} has {blocks} blocks of {block}"
+        )
+    return data_shape, kernel_shape
+
+
 def conv2d_nchwc(
     data: Tensor,
     kernel: Tensor,
@@ -302,14 +318,9 @@ def conv2d_nchwc(
 ) -> Tensor:
     """data (N, C/ic, H, W, ic) * kernel (O/oc, C/ic, KH, KW, ic, oc) -> (N, O/oc, OH, OW, oc)."""
     op = "conv2d_nchwc"
-    data_shape, kernel_shape = operand_shapes(op, data, kernel, 5, 6)
+    data_shape, kernel_shape = blocked_operand_shapes(op, data, kernel)
     _, blocks, height, width, block = data_shape
-    out_blocks, kernel_blocks, kh, kw, kernel_block, out_block = kernel_shape
-    if (kernel_blocks, kernel_block) != (blocks, block):
-        raise OperatorError(
-            f"{op}: kernel {shape_str(kernel)} reads {kernel_blocks} blocks of {kernel_block} "
-            f"input channels, data {shape_str(data)} has {blocks} blocks of {block}"
-        )
+    out_blocks, _, kh, kw, _, out_block = kernel_shape
     win = sliding_window(op, (height, width), (kh, kw), stride, padding, dilation)
     source = _padded(data, win, height_axis=2)
     rco = te.reduce_axis((0, blocks), name="rco")

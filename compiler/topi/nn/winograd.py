@@ -9,7 +9,8 @@ multiplications per output tile where a direct convolution does 36 (2.25x fewer)
 F(4x4, 3x3) 36 where it does 144 (4x), with more rounding (about 1e-5 relative in
 float32 against 1e-6).
 
-The stages, NCHW in and out (TVM's names):
+The stages, NCHW in and out (TVM's names; ``conv2d_winograd_nchwc`` reads and writes
+the blocked layout NCHW[x]c instead, the stages between are the same):
 
 - ``kernel_pack``, ``U[e, u, ci, co] = (G g[co, ci] G^T)[e, u]``: the weight's
   transform. It only reads the kernel, so when the kernel is a placeholder its block
@@ -32,6 +33,7 @@ default schedule and the generated space (``compiler.schedule.tile_transform``).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from fractions import Fraction
 
 from compiler import te
@@ -41,7 +43,12 @@ from compiler.ir.layout_free import LAYOUT_REWRITE_ATTR
 from compiler.schedule.tile_transform import TILE_TRANSFORM_ATTR
 from compiler.te import PlaceholderOp, Tensor
 from compiler.topi.errors import OperatorError
-from compiler.topi.nn.conv2d import IntOrPair, operand_shapes, sliding_window
+from compiler.topi.nn.conv2d import (
+    IntOrPair,
+    blocked_operand_shapes,
+    operand_shapes,
+    sliding_window,
+)
 from compiler.topi.nn.pad import pad
 from compiler.topi.utils import shape_str
 from compiler.workload.flops import FLOPS_ATTR
@@ -108,6 +115,33 @@ def _pair(value: IntOrPair) -> tuple[int, ...]:
     return (value, value) if isinstance(value, int) else tuple(value)
 
 
+_Element = Callable[[PrimExpr, PrimExpr, PrimExpr, PrimExpr], PrimExpr]
+# The image's rows and columns: axes 2 and 3 of the data and the output in both layouts.
+_IMAGE_AXES = (2, 3)
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where a Winograd convolution reads its data and kernel elements and writes its
+    output: NCHW and OIHW, or the blocked NCHW[x]c and OIHW[i]i[o]o."""
+
+    op: str
+    batch: int
+    channels: int
+    out_channels: int
+    height: int
+    width: int
+    read_data: Callable[[Tensor, PrimExpr, PrimExpr, PrimExpr, PrimExpr], PrimExpr]
+    read_kernel: Callable[[PrimExpr, PrimExpr, PrimExpr, PrimExpr], PrimExpr]
+    # the output's shape from (batch, out height, out width), and its compute
+    # function from that of the element (n, co, y, x)
+    out_shape: Callable[[int, int, int], tuple[int, ...]]
+    out_compute: Callable[[_Element], Callable[..., PrimExpr]]
+    # whether the output has axes after the image's (a channel block), which the
+    # output transform's annotation must then name
+    blocked: bool
+
+
 def conv2d_winograd_nchw(
     data: Tensor, kernel: Tensor, padding: IntOrPair = 0, tile_size: int = 2
 ) -> Tensor:
@@ -115,30 +149,97 @@ def conv2d_winograd_nchw(
     by F(tile_size x tile_size, 3 x 3); equal to ``conv2d_nchw(data, kernel,
     padding=padding)`` up to rounding."""
     op = "conv2d_winograd_nchw"
+    data_shape, kernel_shape = operand_shapes(op, data, kernel, 4, 4)
+    batch, channels, height, width = data_shape
+    out_channels, kernel_channels, kh, kw = kernel_shape
+    _check_kernel(op, kernel, (kh, kw), kernel_channels, channels)
+    layout = _Layout(
+        op,
+        batch,
+        channels,
+        out_channels,
+        height,
+        width,
+        read_data=lambda src, n, ci, row, col: src[n, ci, row, col],
+        read_kernel=lambda co, ci, r, s: kernel[co, ci, r, s],
+        out_shape=lambda n, oh, ow: (n, out_channels, oh, ow),
+        out_compute=lambda element: element,
+        blocked=False,
+    )
+    return _winograd(data, kernel, padding, tile_size, layout)
+
+
+def conv2d_winograd_nchwc(
+    data: Tensor, kernel: Tensor, padding: IntOrPair = 0, tile_size: int = 2
+) -> Tensor:
+    """data (N, C/i, H, W, i) * kernel (O/o, C/i, 3, 3, i, o) -> (N, O/o, OH, OW, o),
+    stride 1: ``conv2d_nchwc`` by F(tile_size x tile_size, 3 x 3), so a blocked model
+    keeps its layout through a Winograd convolution. The transforms and the batched
+    GEMM are those of ``conv2d_winograd_nchw``; only where they read and write moves."""
+    op = "conv2d_winograd_nchwc"
+    data_shape, kernel_shape = blocked_operand_shapes(op, data, kernel)
+    batch, blocks, height, width, block = data_shape
+    out_blocks, _, kh, kw, _, out_block = kernel_shape
+    _check_kernel(op, kernel, (kh, kw), blocks * block, blocks * block)
+    layout = _Layout(
+        op,
+        batch,
+        blocks * block,
+        out_blocks * out_block,
+        height,
+        width,
+        read_data=lambda src, n, ci, row, col: src[n, ci // block, row, col, ci % block],
+        read_kernel=lambda co, ci, r, s: kernel[
+            co // out_block, ci // block, r, s, ci % block, co % out_block
+        ],
+        out_shape=lambda n, oh, ow: (n, out_blocks, oh, ow, out_block),
+        out_compute=lambda element: lambda n, cb, y, x, c: element(n, cb * out_block + c, y, x),
+        blocked=True,
+    )
+    return _winograd(data, kernel, padding, tile_size, layout)
+
+
+def _check_kernel(
+    op: str, kernel: Tensor, window: tuple[int, int], kernel_channels: int, channels: int
+) -> None:
+    if window != (3, 3) or kernel_channels != channels:
+        raise OperatorError(
+            f"{op}: needs a 3x3 kernel over all {channels} input channels, got kernel "
+            f"{shape_str(kernel)}; use {op.replace('_winograd', '')} for other kernels"
+        )
+
+
+def _winograd(
+    data: Tensor, kernel: Tensor, padding: IntOrPair, tile_size: int, layout: _Layout
+) -> Tensor:
+    """The four stages of the module docstring, reading and writing in ``layout``."""
+    op = layout.op
     if tile_size not in WINOGRAD_MATRICES:
         raise OperatorError(
             f"{op}: tile_size {tile_size!r} is not one of {list(WINOGRAD_TILE_SIZES)}"
         )
-    data_shape, kernel_shape = operand_shapes(op, data, kernel, 4, 4)
-    batch, channels, height, width = data_shape
-    out_channels, kernel_channels, kh, kw = kernel_shape
-    if (kh, kw) != (3, 3) or kernel_channels != channels:
-        raise OperatorError(
-            f"{op}: needs a 3x3 kernel over all {channels} input channels, got kernel "
-            f"{shape_str(kernel)}; use conv2d_nchw for other kernels"
-        )
-    win = sliding_window(op, (height, width), (3, 3), 1, padding, 1)
+    channels, out_channels = layout.channels, layout.out_channels
+    batch = layout.batch
+    win = sliding_window(op, (layout.height, layout.width), (3, 3), 1, padding, 1)
     m = tile_size
     a_t, g, b_t = WINOGRAD_MATRICES[m]
     alpha = m + 2
     tiles_h, tiles_w = -(-win.out_height // m), -(-win.out_width // m)
     tiles = tiles_h * tiles_w
     # Pad below and right as far as the last tile reads, past the image if need be.
-    bottom = tiles_h * m + 2 - height - win.pad_top
-    right = tiles_w * m + 2 - width - win.pad_left
+    bottom = tiles_h * m + 2 - layout.height - win.pad_top
+    right = tiles_w * m + 2 - layout.width - win.pad_left
     source = data
     if any((win.pad_top, win.pad_left, bottom, right)):
-        source = pad(data, [0, 0, win.pad_top, win.pad_left], [0, 0, bottom, right], 0)
+        before, after = [0] * data.ndim, [0] * data.ndim
+        rows, cols = _IMAGE_AXES
+        before[rows], before[cols], after[rows], after[cols] = (
+            win.pad_top,
+            win.pad_left,
+            bottom,
+            right,
+        )
+        source = pad(data, before, after, 0)
     dtype = data.dtype
 
     r = te.reduce_axis((0, 3), name="r")
@@ -147,7 +248,10 @@ def conv2d_winograd_nchw(
     kernel_pack = te.compute(
         (alpha, alpha, channels, out_channels),
         lambda e, u, ci, co: te.sum(
-            _weighted(kernel[co, ci, r, s], [(g, e, r.var), (g, u, s.var)], dtype), axis=[r, s]
+            _weighted(
+                layout.read_kernel(co, ci, r.var, s.var), [(g, e, r.var), (g, u, s.var)], dtype
+            ),
+            axis=[r, s],
         ),
         name="kernel_pack",
         attrs=attrs,
@@ -159,7 +263,7 @@ def conv2d_winograd_nchw(
     def data_element(e: PrimExpr, u: PrimExpr, ci: PrimExpr, p: PrimExpr) -> PrimExpr:
         n, tile = p // tiles, p % tiles
         row, col = tile // tiles_w * m + ra.var, tile % tiles_w * m + rb.var
-        value = source[n, ci, row, col]
+        value = layout.read_data(source, n, ci, row, col)
         return te.sum(_weighted(value, [(b_t, e, ra.var), (b_t, u, rb.var)], dtype), axis=[ra, rb])
 
     data_pack = te.compute(
@@ -187,12 +291,17 @@ def conv2d_winograd_nchw(
             _weighted(value, [(a_t, y % m, ea.var), (a_t, x % m, eb.var)], dtype), axis=[ea, eb]
         )
 
-    shape = (data.shape[0], out_channels, win.out_height, win.out_width)
+    tile_spec: dict[str, object] = {"tile": m}
+    if layout.blocked:
+        tile_spec["axes"] = list(_IMAGE_AXES)
     return te.compute(
-        shape,
-        output_element,
-        name="conv2d_winograd_nchw",
-        attrs={TILE_TRANSFORM_ATTR: {"tile": m}, FLOPS_ATTR: 2 * channels * 9},
+        layout.out_shape(batch, win.out_height, win.out_width),
+        layout.out_compute(output_element),
+        name=op,
+        attrs={
+            TILE_TRANSFORM_ATTR: tile_spec,
+            FLOPS_ATTR: 2 * channels * 9,
+        },
     )
 
 
