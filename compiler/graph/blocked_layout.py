@@ -2,8 +2,10 @@
 layout transforms only where the layout really changes (Relay's AlterOpLayout for
 x86 ``conv2d_NCHWc``).
 
-``block_convolutions`` rewrites the graph by four local rules until none applies:
+``block_convolutions`` rewrites the graph by these local rules until none applies:
 
+- a depthwise ``conv2d`` (multiplier 1, channels that split into blocks) becomes
+  ``to_nchw(depthwise_conv2d_nchwc(to_blocked(x), W'))``, ``W'`` (C/b, KH, KW, b);
 - a ``conv2d`` (one group, output channels that split into blocks) becomes
   ``to_nchw(conv2d_nchwc(to_blocked(x), W'))``, its weight ``W`` converted once, here,
   to (O/b, C/c, KH, KW, c, b); the input block ``c`` is ``b`` where the input
@@ -14,16 +16,19 @@ x86 ``conv2d_NCHWc``).
   broadcast ``f`` whose other operands fit the blocked layout: one element, a
   per-channel constant (a bias, converted here), or a value of the same shape (then
   read through ``to_blocked``, which the rule before cancels where it was blocked);
+- a pooling (max, average, global average) of ``to_nchw(y)`` pools ``y`` in the
+  blocked layout, its channel block passing through, and is transformed after;
 - a transform that nothing reads goes.
 
-So a ResNet's bias adds, ReLUs and residual adds stay blocked between its
-convolutions; a transform is left only before a node that needs NCHW (a pooling,
-a flatten), and there the node reads it in place (``compiler.graph.fuse``): no
-kernel copies the layout.
+So a ResNet's bias adds, ReLUs, residual adds and poolings stay blocked between its
+convolutions; a transform is left only before a node that needs NCHW (a flatten, a
+depthwise convolution of another multiplier), and there the node reads it in place
+(``compiler.graph.fuse``): no kernel copies the layout.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterator
 from functools import partial
@@ -42,6 +47,7 @@ TRANSFORM = "layout_transform"
 BLOCKED = "NCHWc"
 PLAIN = "NCHW"
 MOVABLE = (Pattern.ELEMWISE, Pattern.BROADCAST)
+POOLS = ("max_pool2d", "avg_pool2d", "global_avg_pool2d")
 
 
 def block_convolutions(graph: Graph, block: int) -> Graph:
@@ -56,6 +62,16 @@ def _apply_one_rule(graph: Graph, names: Iterator[str], *, block: int) -> bool:
         if node.op == "conv2d" and _blockable(graph, node, block):
             _block_convolution(graph, node, block, names)
             return True
+        if node.op == "conv2d" and _depthwise_blockable(graph, node, block):
+            _block_depthwise(graph, node, block, names)
+            return True
+        if node.op in POOLS:
+            unblock = producer.get(node.inputs[0])
+            if _only_reader_of_unblock(graph, unblock, consumers):
+                assert unblock is not None
+                _pool_blocked(graph, unblock, node, names)
+                return True
+            continue
         if node.op != TRANSFORM and OPS[node.op].pattern not in MOVABLE:
             continue
         if node.op == TRANSFORM and node.output not in graph.outputs:
@@ -70,13 +86,42 @@ def _apply_one_rule(graph: Graph, names: Iterator[str], *, block: int) -> bool:
             continue
         for value in node.inputs:
             unblock = producer.get(value)
-            if unblock is None or unblock.op != TRANSFORM or unblock.attrs["to"] != PLAIN:
+            if not _only_reader_of_unblock(graph, unblock, consumers):
                 continue
-            if value in graph.outputs or len(consumers.get(value, [])) != 1:
-                continue
+            assert unblock is not None
             if _sink(graph, unblock, node, names):
                 return True
     return False
+
+
+def _only_reader_of_unblock(
+    graph: Graph, unblock: Node | None, consumers: dict[str, list[Node]]
+) -> bool:
+    """Whether ``unblock`` is a transform to NCHW that one node reads, and no graph
+    output: that node may then read the blocked value instead."""
+    return (
+        unblock is not None
+        and unblock.op == TRANSFORM
+        and unblock.attrs["to"] == PLAIN
+        and unblock.output not in graph.outputs
+        and len(consumers.get(unblock.output, [])) == 1
+    )
+
+
+def _pool_blocked(graph: Graph, unblock: Node, pool: Node, names: Iterator[str]) -> None:
+    """``pool(to_nchw(y))`` as ``to_nchw(pool(y))``: a pooling is per channel, so the
+    channel block passes through it."""
+    block = graph.types[unblock.inputs[0]].shape[-1]
+    n, channels, height, width = graph.types[pool.output].shape
+    dtype = graph.types[pool.output].dtype
+    pooled = next(names)
+    graph.types[pooled] = TensorType((n, channels // block, height, width, block), dtype)
+    moved = dataclasses.replace(pool, inputs=unblock.inputs, output=pooled)
+    after = dataclasses.replace(unblock, inputs=(pooled,), output=pool.output, name=pool.name)
+    at = graph.nodes.index(pool)
+    graph.nodes[at : at + 1] = [moved, after]
+    graph.nodes.remove(unblock)
+    del graph.types[unblock.output]
 
 
 def _blockable(graph: Graph, conv: Node, block: int) -> bool:
@@ -99,29 +144,66 @@ def input_block(channels: int, block: int) -> int:
     return channels if channels < block else math.gcd(channels, block)
 
 
+def _depthwise_blockable(graph: Graph, conv: Node, block: int) -> bool:
+    """A depthwise convolution of multiplier 1 whose channels split into blocks."""
+    data, weights = conv.inputs
+    shape = graph.types[data].shape
+    kernel = graph.constants.get(weights)
+    return (
+        len(shape) == 4
+        and kernel is not None
+        and kernel.ndim == 4
+        and conv.attrs.get("groups", 1) == shape[1] == kernel.shape[0]
+        and kernel.shape[1] == 1
+        and shape[1] % block == 0
+    )
+
+
 def _block_convolution(graph: Graph, conv: Node, block: int, names: Iterator[str]) -> None:
     """``conv`` as ``to_nchw(conv2d_nchwc(to_blocked(x), W'))``, ``W'`` made here."""
-    data, weights = conv.inputs
-    n, channels, height, width = graph.types[data].shape
-    kernel = graph.constants[weights]
+    channels = graph.types[conv.inputs[0]].shape[1]
+    kernel = graph.constants[conv.inputs[1]]
     out, _, kh, kw = kernel.shape
-    dtype = graph.types[conv.output].dtype
-    _, _, out_height, out_width = graph.types[conv.output].shape
     inner = input_block(channels, block)
+    blocked = kernel.reshape(out // block, block, channels // inner, inner, kh, kw)
+    _replace_blocked(
+        graph, conv, "conv2d_nchwc", inner, blocked.transpose(0, 2, 4, 5, 3, 1), block, names
+    )
+
+
+def _block_depthwise(graph: Graph, conv: Node, block: int, names: Iterator[str]) -> None:
+    """``conv`` as ``to_nchw(depthwise_conv2d_nchwc(to_blocked(x), W'))``."""
+    kernel = graph.constants[conv.inputs[1]]
+    channels, _, kh, kw = kernel.shape
+    blocked = kernel.reshape(channels // block, block, kh, kw).transpose(0, 2, 3, 1)
+    _replace_blocked(graph, conv, "depthwise_conv2d_nchwc", block, blocked, block, names)
+
+
+def _replace_blocked(
+    graph: Graph,
+    conv: Node,
+    op: str,
+    inner: int,
+    kernel: np.ndarray,
+    block: int,
+    names: Iterator[str],
+) -> None:
+    """Replace ``conv`` by ``to_nchw(op(to_blocked(x), kernel))``, its input in blocks
+    of ``inner`` channels, its output in blocks of ``block``."""
+    data = conv.inputs[0]
+    n, channels, height, width = graph.types[data].shape
+    dtype = graph.types[conv.output].dtype
+    _, out, out_height, out_width = graph.types[conv.output].shape
     blocked_data, blocked_kernel, blocked_out = next(names), next(names), next(names)
     graph.types[blocked_data] = TensorType((n, channels // inner, height, width, inner), dtype)
-    graph.constants[blocked_kernel] = np.ascontiguousarray(
-        kernel.reshape(out // block, block, channels // inner, inner, kh, kw).transpose(
-            0, 2, 4, 5, 3, 1
-        )
-    )
-    graph.types[blocked_kernel] = TensorType(graph.constants[blocked_kernel].shape, dtype)
+    graph.constants[blocked_kernel] = np.ascontiguousarray(kernel)
+    graph.types[blocked_kernel] = TensorType(kernel.shape, dtype)
     graph.types[blocked_out] = TensorType((n, out // block, out_height, out_width, block), dtype)
     window = {k: v for k, v in conv.attrs.items() if k in ("stride", "padding", "dilation")}
     at = graph.nodes.index(conv)
     graph.nodes[at : at + 1] = [
         Node(TRANSFORM, (data,), blocked_data, {"to": BLOCKED, "block": inner}, conv.name),
-        Node("conv2d_nchwc", (blocked_data, blocked_kernel), blocked_out, window, conv.name),
+        Node(op, (blocked_data, blocked_kernel), blocked_out, window, conv.name),
         Node(TRANSFORM, (blocked_out,), conv.output, {"to": PLAIN}, conv.name),
     ]
 

@@ -180,6 +180,13 @@ def _conv2d_nchwc(inputs: Sequence[Tensor], attrs: Mapping[str, Any]) -> Tensor:
     return topi.conv2d_nchwc(data, kernel, **options)
 
 
+@_op("depthwise_conv2d_nchwc", Pattern.COMPLEX)
+def _depthwise_conv2d_nchwc(inputs: Sequence[Tensor], attrs: Mapping[str, Any]) -> Tensor:
+    data, kernel = inputs
+    options = {k: attrs[k] for k in ("stride", "padding", "dilation") if k in attrs}
+    return topi.depthwise_conv2d_nchwc(data, kernel, **options)
+
+
 @_op("dense", Pattern.COMPLEX)
 def _dense(inputs: Sequence[Tensor], attrs: Mapping[str, Any]) -> Tensor:
     """``x @ weight.T``, weight (N, K) as ONNX Gemm with transB and TVM's dense have it."""

@@ -12,7 +12,8 @@ is checked for legality by the primitive itself and recorded in the trace:
    innermost: ``C[i, j] += A[i, k] * B[k, j]`` becomes ``i, k, j``, and a
    convolution runs its output row innermost. A softmax sum, which reads a row
    across its reduction, stays as it is, and so does a reduction of at most
-   ``SMALL_REDUCTION`` steps (a 3x3 pooling window).
+   ``SMALL_REDUCTION`` steps (a 3x3 pooling window) unless move 3 gives it a
+   register tile (a blocked depthwise convolution's window).
 2. **Split for threads.** When no loop outside the innermost one has an iteration
    per thread (a 1-d elementwise op, a column reduction), the innermost spatial
    loop is split into whole-vector chunks and the loop over chunks moved
@@ -216,7 +217,7 @@ def schedule_by_default(
         if is_tile_transform(nest.realize.block):
             sch = _attempt(sch, partial(_tile_transform, block=block, plan=plan))
             continue
-        sch = _attempt(sch, partial(_reorder_reduction, block=block))
+        sch = _attempt(sch, partial(_reorder_reduction, block=block, plan=plan))
         sch = _attempt(sch, partial(_split_weight_panels, block=block, plan=plan))
         sch = _attempt(sch, partial(_rewrite_weights, block=block))
         sch = _attempt(sch, partial(_split_for_threads, block=block, plan=plan))
@@ -260,7 +261,7 @@ def _attempt(sch: Schedule, move: Callable[[Schedule], None]) -> Schedule:
 # the moves ---------------------------------------------------------------------------
 
 
-def _reorder_reduction(sch: Schedule, block: BlockRV) -> None:
+def _reorder_reduction(sch: Schedule, block: BlockRV, plan: _Plan) -> None:
     """Move the innermost spatial loop along which the block writes consecutive
     elements, and every read streams, inside the reduction loops. A constant weight
     (``compiler.ir.layout_free``) need not stream: it is then stored in the order the
@@ -282,7 +283,7 @@ def _reorder_reduction(sch: Schedule, block: BlockRV) -> None:
         return
     chosen = candidates[-1]
     inside = nest.product(range(chosen + 1, len(nest.loops)))
-    if inside is not None and inside <= SMALL_REDUCTION:
+    if inside is not None and inside <= SMALL_REDUCTION and not _gets_tile(nest, chosen, plan):
         return
     order = [k for k in range(len(nest.loops)) if k != chosen] + [chosen]
     loops = sch.get_loops(block)
@@ -395,18 +396,14 @@ def _tile_registers(sch: Schedule, block: BlockRV, plan: _Plan) -> None:
     first_reduce = nest.spatial.index(False)
     if not all(not nest.spatial[k] for k in range(first_reduce, inner)):
         return
-    along = nest.loops[inner].loop_var
-    operands = [r for r in nest.reads() if any(uses_var(i, along) for i in r)]
-    rows = [
-        k
-        for k in range(first_reduce)
-        if (nest.extent(k) or 1) > 1
-        and any(not any(uses_var(i, nest.loops[k].loop_var) for i in r) for r in operands)
-    ]
+    rows = _reuse_rows(nest, nest.loops[inner].loop_var, range(first_reduce))
     if not rows:
         return
     row = rows[-1]
-    columns, vector = _register_tile(nest.extent(row) or 1, width, plan)
+    # the tile leaves every thread an iteration of the loops outside it
+    others = nest.product(k for k in range(first_reduce) if k != row) or 1
+    least = -(-plan.threads // others) if plan.parallel else 1
+    columns, vector = _register_tile(nest.extent(row) or 1, width, plan, least)
     if columns == 1:
         return
     loops = sch.get_loops(block)
@@ -420,15 +417,43 @@ def _tile_registers(sch: Schedule, block: BlockRV, plan: _Plan) -> None:
     sch.cache_write(block, 0, "local")
 
 
-def _register_tile(rows: int, width: int, plan: _Plan) -> tuple[int, int]:
-    """(columns, elements of the vector loop) of ``_tile_registers``'s tile."""
+def _reuse_rows(nest: _Nest, along: Var, positions: Iterable[int]) -> list[int]:
+    """The loops at ``positions`` (of more than one iteration) that some operand read
+    along ``along`` does not move with: the rows a register tile reuses it across."""
+    operands = [r for r in nest.reads() if any(uses_var(i, along) for i in r)]
+    return [
+        k
+        for k in positions
+        if (nest.extent(k) or 1) > 1
+        and any(not any(uses_var(i, nest.loops[k].loop_var) for i in r) for r in operands)
+    ]
+
+
+def _gets_tile(nest: _Nest, chosen: int, plan: _Plan) -> bool:
+    """Whether loop ``chosen``, moved innermost, gets a register tile
+    (``_tile_registers``): a short reduction (a blocked depthwise convolution's or
+    pooling's window) then need not stay innermost, as the tile's outputs stay in
+    registers across it."""
+    extent = nest.extent(chosen)
+    if extent is None or extent > MAX_TILE_VECTORS * plan.lanes:
+        return False
+    others = [k for k in range(len(nest.loops)) if nest.spatial[k] and k != chosen]
+    return bool(_reuse_rows(nest, nest.loops[chosen].loop_var, others))
+
+
+def _register_tile(rows: int, width: int, plan: _Plan, least: int) -> tuple[int, int]:
+    """(columns, elements of the vector loop) of ``_tile_registers``'s tile, leaving
+    at least ``least`` iterations of the rows outside it."""
     options = []
     for vectors in range(min(MAX_TILE_VECTORS, max(1, width // plan.lanes)), 0, -1):
         elements = min(width, vectors * plan.lanes)
         if width % elements:
             continue
         most = (plan.registers - 1 - vectors) // vectors
-        columns = max(d for d in range(1, min(rows, most) + 1) if rows % d == 0)
+        columns = max(
+            (d for d in range(1, min(rows, most) + 1) if rows % d == 0 and rows // d >= least),
+            default=1,
+        )
         options.append((columns * vectors, columns, elements))
     if not options:
         return 1, width

@@ -138,3 +138,25 @@ def test_an_images_first_convolution_runs_blocked_with_all_its_channels_a_block(
     (expected,) = session.run(None, {"image": image})
     (ours,) = GraphModule(graph).run(image=image).values()
     np.testing.assert_allclose(ours, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_a_blocked_depthwise_window_goes_outside_its_register_tile() -> None:
+    """A 3x3 window is a short reduction, which stays innermost in NCHW; blocked, the
+    channel block moves inside it, under a tile of columns held in registers."""
+    data = te.placeholder((1, 2, 12, 12, 16), "float32", name="data")
+    kernel = te.placeholder((2, 3, 3, 16), "float32", name="kernel")
+    out = topi.depthwise_conv2d_nchwc(data, kernel, stride=1, padding=1)
+    func = mark_layout_free(te.create_prim_func([data, kernel, out]), ["kernel"])
+    text = schedule_by_default(func, target=AVX2).mod["main"].script()
+    window = text.index("for ry, rx in T.grid(3, 3)")
+    assert text.index("T.unroll(", window) < text.index("T.vectorized(16)", window)
+
+
+def test_a_register_tile_leaves_the_threads_their_iterations() -> None:
+    """A 5x3 by 3x7 matmul: a tile of all 5 rows would leave one thread idle."""
+    a = te.placeholder((5, 3), "float32", name="A")
+    b = te.placeholder((3, 7), "float32", name="B")
+    k = te.reduce_axis((0, 3), name="k")
+    c = te.compute((5, 7), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+    sch = schedule_by_default(te.create_prim_func([a, b, c]), target=AVX2, min_parallel_work=1)
+    assert "T.parallel" in sch.mod["main"].script()

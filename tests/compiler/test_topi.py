@@ -382,6 +382,26 @@ def test_global_avg_pool2d() -> None:
     check(topi.global_avg_pool2d, [x], x.astype("float64").mean(axis=(2, 3), keepdims=True))
 
 
+@pytest.mark.parametrize(
+    "pool",
+    [
+        lambda t: topi.max_pool2d(t, 3, 2, 1),
+        lambda t: topi.avg_pool2d(t, 3, 2, 1),
+        lambda t: topi.avg_pool2d(t, 2, 1, (1, 0), count_include_pad=True),
+        topi.global_avg_pool2d,
+    ],
+)
+def test_a_blocked_pooling_pools_each_channel_of_the_block(pool) -> None:
+    """(N, C/b, H, W, b): the NCHW pooling's result, blocked the same way."""
+    x = normal(2, 8, 9, 7)
+    blocked = np.ascontiguousarray(x.reshape(2, 2, 4, 9, 7).transpose(0, 1, 3, 4, 2))
+    (plain,) = placeholders(x)
+    expected = run([plain], pool(plain), [x])
+    n, c, h, w = expected.shape
+    expected = expected.reshape(n, c // 4, 4, h, w).transpose(0, 1, 3, 4, 2)
+    check(pool, [blocked], expected)
+
+
 def ref_softmax(x: np.ndarray, axis: int) -> np.ndarray:
     shifted = x.astype("float64") - x.max(axis=axis, keepdims=True)
     return np.exp(shifted) / np.exp(shifted).sum(axis=axis, keepdims=True)
@@ -495,7 +515,7 @@ I = te.placeholder((5, 7), "int32", name="I")  # noqa: E741
             lambda: topi.max_pool2d(A, 2, padding=2),
             "max_pool2d: padding top 2 must be smaller than the kernel (2)",
         ),
-        (lambda: topi.avg_pool2d(I, 2), "avg_pool2d: data must have 4 dimensions"),
+        (lambda: topi.avg_pool2d(I, 2), "avg_pool2d: data must be NCHW (4 dimensions)"),
         (lambda: topi.softmax(M, axis=2), "softmax: axis 2 is out of range for 2 dimensions"),
         (lambda: topi.softmax(I), "softmax: x has dtype int32; expected one of float16"),
         (lambda: topi.exp(I), "exp: x has dtype int32"),

@@ -7,6 +7,7 @@ from compiler.topi.nn.conv2d import (
     conv2d_nchwc,
     conv2d_nhwc,
     depthwise_conv2d_nchw,
+    depthwise_conv2d_nchwc,
 )
 from compiler.topi.nn.dense import batch_matmul, dense, matmul
 from compiler.topi.nn.layer_norm import layer_norm
@@ -26,6 +27,7 @@ __all__ = [
     "conv2d_winograd_nchwc",
     "dense",
     "depthwise_conv2d_nchw",
+    "depthwise_conv2d_nchwc",
     "gelu",
     "global_avg_pool2d",
     "layer_norm",

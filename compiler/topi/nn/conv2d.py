@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from compiler import te
 from compiler.ir import expr as E
 from compiler.ir.expr import PrimExpr
+from compiler.ir.stmt import IterVar
 from compiler.te import Tensor
 from compiler.topi.errors import OperatorError
 from compiler.topi.nn.pad import pad
@@ -230,10 +231,9 @@ def depthwise_conv2d_nchw(
             f"{op}: kernel {shape_str(kernel)} is for {kernel_channels} channels but data "
             f"has {channels}"
         )
-    win = sliding_window(op, (height, width), (kh, kw), stride, padding, dilation)
-    source = _padded(data, win, height_axis=2)
-    ry = te.reduce_axis((0, kh), name="ry")
-    rx = te.reduce_axis((0, kw), name="rx")
+    win, source, ry, rx = _window_over(
+        op, data, (height, width), (kh, kw), stride, padding, dilation
+    )
     (sh, sw), (dh, dw) = win.stride, win.dilation
 
     def element(n: PrimExpr, o: PrimExpr, y: PrimExpr, x: PrimExpr) -> PrimExpr:
@@ -245,6 +245,39 @@ def depthwise_conv2d_nchw(
 
     shape = (data.shape[0], channels * multiplier, win.out_height, win.out_width)
     return te.compute(shape, element, name="depthwise_conv2d_nchw")
+
+
+def depthwise_conv2d_nchwc(
+    data: Tensor,
+    kernel: Tensor,
+    stride: IntOrPair = 1,
+    padding: IntOrPair = 0,
+    dilation: IntOrPair = 1,
+) -> Tensor:
+    """data (N, C/b, H, W, b) * kernel (C/b, KH, KW, b) -> (N, C/b, OH, OW, b): the
+    blocked ``depthwise_conv2d_nchw`` of multiplier 1, each channel filtered by its
+    own window, so a blocked model keeps its layout through a depthwise convolution."""
+    op = "depthwise_conv2d_nchwc"
+    data_shape, kernel_shape = operand_shapes(op, data, kernel, 5, 4)
+    _, blocks, height, width, block = data_shape
+    kernel_blocks, kh, kw, kernel_block = kernel_shape
+    if (kernel_blocks, kernel_block) != (blocks, block):
+        raise OperatorError(
+            f"{op}: kernel {shape_str(kernel)} filters {kernel_blocks} blocks of "
+            f"{kernel_block} channels, data {shape_str(data)} has {blocks} blocks of {block}"
+        )
+    win, source, ry, rx = _window_over(
+        op, data, (height, width), (kh, kw), stride, padding, dilation
+    )
+    (sh, sw), (dh, dw) = win.stride, win.dilation
+
+    def element(n: PrimExpr, cb: PrimExpr, y: PrimExpr, x: PrimExpr, c: PrimExpr) -> PrimExpr:
+        row = window_index(y, sh, ry.var, dh)
+        col = window_index(x, sw, rx.var, dw)
+        return te.sum(source[n, cb, row, col, c] * kernel[cb, ry, rx, c], axis=[ry, rx])
+
+    shape = (data.shape[0], blocks, win.out_height, win.out_width, block)
+    return te.compute(shape, element, name=op)
 
 
 def conv2d_nchw_bias_relu(
@@ -277,6 +310,23 @@ def conv2d_nchw_bias_relu(
         lambda n, o, y, x: te.max(conv[n, o, y, x] + bias[o], zero),
         name="T_conv2d_bias_relu",
     )
+
+
+def _window_over(
+    op: str,
+    data: Tensor,
+    size: tuple[int, int],
+    window: tuple[int, int],
+    stride: IntOrPair,
+    padding: IntOrPair,
+    dilation: IntOrPair,
+) -> tuple[Window, Tensor, IterVar, IterVar]:
+    """A depthwise window over image axes 2 and 3: its geometry, the padded data and
+    the reduce axes over its rows and columns."""
+    win = sliding_window(op, size, window, stride, padding, dilation)
+    ry = te.reduce_axis((0, window[0]), name="ry")
+    rx = te.reduce_axis((0, window[1]), name="rx")
+    return win, _padded(data, win, height_axis=2), ry, rx
 
 
 def _padded(data: Tensor, win: Window, height_axis: int) -> Tensor:

@@ -1,4 +1,5 @@
-"""2-D pooling over NCHW data: max, average and global average.
+"""2-D pooling over NCHW data, or blocked NCHW[x]c data (N, C/x, H, W, x), whose
+channel block passes through: max, average and global average.
 
 Each padding side must be smaller than the kernel on its axis, so every window
 holds at least one real element. ``avg_pool2d`` divides by the number of real
@@ -9,6 +10,8 @@ is ONNX's and Keras's, where a padded border does not pull averages towards zero
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from compiler import te
 from compiler.ir import expr as E
 from compiler.ir.expr import PrimExpr
@@ -17,7 +20,14 @@ from compiler.topi.errors import OperatorError
 from compiler.topi.nn.conv2d import IntOrPair, Window, sliding_window, window_index
 from compiler.topi.nn.pad import pad
 from compiler.topi.reduction import element_count
-from compiler.topi.utils import check_bool, check_float, check_tensor, int_tuple, static_shape
+from compiler.topi.utils import (
+    check_bool,
+    check_float,
+    check_tensor,
+    int_tuple,
+    shape_str,
+    static_shape,
+)
 
 
 def max_pool2d(
@@ -31,12 +41,12 @@ def max_pool2d(
     rx = te.reduce_axis((0, kw), name="rx")
     sh, sw = win.stride
 
-    def element(n: PrimExpr, c: PrimExpr, y: PrimExpr, x: PrimExpr) -> PrimExpr:
+    def element(n: PrimExpr, c: PrimExpr, y: PrimExpr, x: PrimExpr, *block: PrimExpr) -> PrimExpr:
         row = window_index(y, sh, ry.var, 1)
         col = window_index(x, sw, rx.var, 1)
-        return te.max(source[n, c, row, col], axis=[ry, rx])
+        return te.max(source[(n, c, row, col, *block)], axis=[ry, rx])
 
-    return te.compute(_out_shape(data, win), element, name="pool_max")
+    return _image_compute(_out_shape(data, win), element, "pool_max")
 
 
 def avg_pool2d(
@@ -56,45 +66,71 @@ def avg_pool2d(
     rx = te.reduce_axis((0, kw), name="rx")
     sh, sw = win.stride
 
-    def window_sum(n: PrimExpr, c: PrimExpr, y: PrimExpr, x: PrimExpr) -> PrimExpr:
+    def window_sum(
+        n: PrimExpr, c: PrimExpr, y: PrimExpr, x: PrimExpr, *block: PrimExpr
+    ) -> PrimExpr:
         row = window_index(y, sh, ry.var, 1)
         col = window_index(x, sw, rx.var, 1)
-        return te.sum(source[n, c, row, col], axis=[ry, rx])
+        return te.sum(source[(n, c, row, col, *block)], axis=[ry, rx])
 
-    total = te.compute(_out_shape(data, win), window_sum, name="pool_sum")
+    total = _image_compute(_out_shape(data, win), window_sum, "pool_sum")
     if count_include_pad or not win.padded:
         full = E.const(kh * kw, data.dtype)
-        return te.compute(total.shape, lambda n, c, y, x: total[n, c, y, x] / full, name="pool_avg")
-    _, _, height, width = static_shape(op, "data", data)
+        return _image_compute(total.shape, lambda *i: total[i] / full, "pool_avg")
+    height, width = static_shape(op, "data", data)[2:4]
 
-    def average(n: PrimExpr, c: PrimExpr, y: PrimExpr, x: PrimExpr) -> PrimExpr:
+    def average(n: PrimExpr, c: PrimExpr, y: PrimExpr, x: PrimExpr, *block: PrimExpr) -> PrimExpr:
         rows = _valid(y, sh, win.pad_top, kh, height)
         cols = _valid(x, sw, win.pad_left, kw, width)
-        return total[n, c, y, x] / te.cast(data.dtype, rows * cols)
+        return total[(n, c, y, x, *block)] / te.cast(data.dtype, rows * cols)
 
-    return te.compute(total.shape, average, name="pool_avg")
+    return _image_compute(total.shape, average, "pool_avg")
 
 
 def global_avg_pool2d(data: Tensor) -> Tensor:
-    """The mean over height and width of NCHW data: (N, C, H, W) -> (N, C, 1, 1)."""
+    """The mean over height and width: (N, C, H, W) -> (N, C, 1, 1), or blocked
+    (N, C/x, H, W, x) -> (N, C/x, 1, 1, x)."""
     op = "global_avg_pool2d"
-    check_tensor(op, "data", data, ndim=4)
+    _check_image(op, data)
     check_float(op, "data", data)
     ry = te.reduce_axis((0, data.shape[2]), name="ry")
     rx = te.reduce_axis((0, data.shape[3]), name="rx")
-    shape = (data.shape[0], data.shape[1], 1, 1)
-    total = te.compute(
-        shape, lambda n, c, y, x: te.sum(data[n, c, ry, rx], axis=[ry, rx]), name="global_pool_sum"
-    )
+    shape: tuple[PrimExpr | int, ...] = (data.shape[0], data.shape[1], 1, 1, *data.shape[4:])
+
+    def window_sum(
+        n: PrimExpr, c: PrimExpr, y: PrimExpr, x: PrimExpr, *block: PrimExpr
+    ) -> PrimExpr:
+        return te.sum(data[(n, c, ry, rx, *block)], axis=[ry, rx])
+
+    total = _image_compute(shape, window_sum, "global_pool_sum")
     count = element_count(data, (2, 3))
-    return te.compute(shape, lambda n, c, y, x: total[n, c, y, x] / count, name="global_pool_avg")
+    return _image_compute(shape, lambda *i: total[i] / count, "global_pool_avg")
+
+
+def _check_image(op: str, data: Tensor) -> None:
+    check_tensor(op, "data", data)
+    if data.ndim not in (4, 5):
+        raise OperatorError(
+            f"{op}: data must be NCHW (4 dimensions) or blocked NCHW[x]c (5), got "
+            f"{data.ndim} dimensions (shape {shape_str(data)})"
+        )
+
+
+def _image_compute(
+    shape: Sequence[PrimExpr | int], element: Callable[..., PrimExpr], name: str
+) -> Tensor:
+    """``te.compute`` of an NCHW or a blocked image, its axes named n, c, y, x and, when
+    blocked, b: ``element(n, c, y, x)`` or ``element(n, c, y, x, b)``."""
+    if len(shape) == 4:
+        return te.compute(shape, lambda n, c, y, x: element(n, c, y, x), name=name)
+    return te.compute(shape, lambda n, c, y, x, b: element(n, c, y, x, b), name=name)
 
 
 def _window(
     op: str, data: Tensor, kernel: IntOrPair, stride: IntOrPair, padding: IntOrPair
 ) -> tuple[Window, tuple[int, int]]:
-    check_tensor(op, "data", data, ndim=4)
-    _, _, height, width = static_shape(op, "data", data)
+    _check_image(op, data)
+    height, width = static_shape(op, "data", data)[2:4]
     kh, kw = int_tuple(op, "kernel", kernel, 2, minimum=1)
     win = sliding_window(op, (height, width), (kh, kw), stride, padding, 1)
     for side, pad_width, k in (
@@ -112,7 +148,7 @@ def _window(
 
 
 def _out_shape(data: Tensor, win: Window) -> tuple[PrimExpr | int, ...]:
-    return (data.shape[0], data.shape[1], win.out_height, win.out_width)
+    return (data.shape[0], data.shape[1], win.out_height, win.out_width, *data.shape[4:])
 
 
 def _padded(data: Tensor, win: Window, value: float | PrimExpr) -> Tensor:
