@@ -85,7 +85,9 @@ def machine() -> str:
 def record(spec: dict[str, Any], trials: int, seed: int) -> dict[str, Any]:
     """Tune ``spec`` at random for ``trials``; its traces with careful times."""
     task = TuneTask.from_spec(spec)
-    options = TuneOptions(trials=trials, tuner="random", seed=seed, retime_top=0, transfer=False)
+    options = TuneOptions(
+        trials=trials, tuner="random", seed=seed, retime_top=0, transfer=False, baseline=False
+    )
     with tempfile.TemporaryDirectory() as folder:
         url = f"sqlite:///{os.path.join(folder, 'tune.db')}"
         with SQLDatabase(url) as database, workers.create("local") as backend:

@@ -41,13 +41,15 @@ def tune_from_scratch(
 ) -> tuple[TuneResult, compiler.runtime.Module]:
     """``task`` tuned with the local workers into a temporary database, over ``space``
     (or the space it names: ``tuner.space_choice``) with the search ``tuner``, and the
-    module ``compiler.build`` makes from that database (the best re-timed schedule)."""
+    module ``compiler.build`` makes from that database (the best re-timed schedule).
+    The search runs by itself, without the default schedule as a first trial, so the
+    figures compare searches and spaces."""
     chosen = space
     if not isinstance(chosen, Space):
         chosen = choose_space(space, task.func, target=task.target, seed=seed)
     with tempfile.TemporaryDirectory() as folder:
         url = f"sqlite:///{os.path.join(folder, 'tune.db')}"
         with SQLDatabase(url) as database, workers.create("local") as backend:
-            options = TuneOptions(trials=trials, seed=seed, tuner=tuner)
+            options = TuneOptions(trials=trials, seed=seed, tuner=tuner, baseline=False)
             result = tune(task, database=database, workers=backend, options=options, space=chosen)
             return result, compiler.build(task.func, target=task.target, database=database)

@@ -7,6 +7,8 @@ database meet (the strategies only propose, the workers only measure).
    database;
 2. resume: every stored record of the workload on the target is restored into the
    strategy, so nothing is measured twice and stored trials count towards the budget;
+   on a CPU, the default schedule is the first trial of a new workload (the bar a
+   searched schedule must clear);
    transfer: the records of similar workloads (``tuner.transfer``) are offered to the
    strategy, which a model-based one trains on before its first batch;
 3. ask a batch, measure it, commit its records (one transaction), tell the strategy,
@@ -27,6 +29,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TypeVar
 
+from compiler.codegen.targets import target_kind
+from compiler.schedule.default import schedule_by_default
 from compiler.schedule.trace import canonical_trace, trace_hash
 from compiler.workload.key import workload_to_json
 from db import Database, Measurement, Purpose, TuningRecord
@@ -36,7 +40,7 @@ from tuner.failures import FailureGroup, describe_failures, group_failures
 from tuner.measurement import to_measurement
 from tuner.progress import Progress
 from tuner.search import MeasureResult, SearchStrategy
-from tuner.space import TraceCandidate
+from tuner.space import Decisions, TraceCandidate
 from tuner.task import TuneTask
 from tuner.transfer import similar_workloads
 from workers import Candidate, ErrorKind, RunResult, Workers
@@ -78,7 +82,9 @@ class TuneOptions:
     (so the same command resumes instead of starting over); ``tuner`` a search kind;
     ``early_stopping`` ends the search after that many trials without a faster one;
     ``retime_top`` stored schedules are re-timed ``retime_rounds`` times each;
-    ``transfer`` offers the search the records of similar workloads."""
+    ``transfer`` offers the search the records of similar workloads; ``baseline``
+    measures the default schedule as the first trial of a new CPU workload, the bar a
+    searched schedule must clear (off, to judge a search by itself)."""
 
     trials: int = 64
     tuner: str = "auto"
@@ -89,6 +95,7 @@ class TuneOptions:
     retime_top: int = 3
     retime_rounds: int = 5
     transfer: bool = True
+    baseline: bool = True
 
     def __post_init__(self) -> None:
         """Refuse an out-of-range option here, before a run stores anything."""
@@ -184,17 +191,25 @@ def tune(
     database.commit_workload(task.func, name=task.name, flop_count=task.flop_count)
     stored = list(_stored_records(database, task))
     loop = _Loop(task, database, workers, progress, should_stop, job_id)
+    baseline = _default_candidate(task) if options.baseline else None
     restored = _restored_count(space, stored)
+    if baseline is not None and baseline.trace_hash in {r.trace_hash for r in stored}:
+        restored += 1
+        baseline = None
     remaining = options.trials - restored
     reason = "budget"
     transferred = similar = 0
     if remaining > 0:
-        strategy, transferred, similar = loop.timed(
-            lambda: _strategy(task, space, database, stored, remaining, options)
-        )
         loop.restored = restored
         loop.known = {r.trace_hash: MeasureResult(r.seconds, r.error) for r in stored}
         loop.best_seconds = min((r.seconds for r in stored if r.seconds), default=None)
+        if baseline is not None:
+            loop.measure([baseline])
+            remaining -= 1
+    if remaining > 0:
+        strategy, transferred, similar = loop.timed(
+            lambda: _strategy(task, space, database, stored, remaining, options)
+        )
         reason = loop.run(strategy)
     if progress is not None:
         progress.finish()
@@ -218,6 +233,18 @@ def tune(
         similar=similar,
         failures=group_failures(loop.failed),
     )
+
+
+def _default_candidate(task: TuneTask) -> TraceCandidate | None:
+    """The default schedule of a CPU task as a candidate: what a build runs before any
+    record exists. Measured first, it is the bar every searched schedule must clear,
+    so a tuned build is never slower than an untuned one (a few random trials of a
+    large space often are: a blocked convolution's register tile is a point they
+    rarely hit)."""
+    if target_kind(task.target) != "llvm":
+        return None
+    trace = schedule_by_default(task.func, target=task.target).trace
+    return TraceCandidate(task.workload_key, trace.structural_hash, trace, Decisions(0, ()))
 
 
 def _strategy(

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import pytest
 from quick_measure import QUICK
 
+from compiler.schedule.default import schedule_by_default
 from db import Database, Purpose, SQLDatabase
 from tuner.progress import Progress
 from tuner.task import TuneTask
@@ -24,8 +25,11 @@ def task() -> TuneTask:
     return TuneTask.from_spec(SPEC)
 
 
-def _options(trials: int, tuner: str = "xgb") -> TuneOptions:
-    return TuneOptions(trials=trials, tuner=tuner, batch_size=8, seed=3, retime_rounds=2)
+def _options(trials: int, tuner: str = "xgb", *, baseline: bool = False) -> TuneOptions:
+    """Options of a search by itself (no default-schedule baseline) unless asked."""
+    return TuneOptions(
+        trials=trials, tuner=tuner, batch_size=8, seed=3, retime_rounds=2, baseline=baseline
+    )
 
 
 def _check_no_repeats(database: Database, task: TuneTask) -> int:
@@ -92,6 +96,22 @@ class _Recording(Workers):
 
 def _cutoffs(batch: Sequence[RunResult]) -> set[float | None]:
     return {run.candidate.cutoff_seconds for run in batch}
+
+
+def test_the_default_schedule_is_the_first_trial_and_the_bar_for_the_rest(task, database, backend):
+    recording = _Recording(backend.builder, backend.runner)
+    options = _options(9, "random", baseline=True)
+    result = tune(task, database=database, workers=recording, options=options)
+    default = schedule_by_default(task.func, target=task.target).trace
+    first, *_ = recording.batches
+    assert len(first) == 1 and _cutoffs(first) == {None}  # measured alone, first
+    stored = database.records(task.workload_key, task.target, purpose=Purpose.SEARCH)
+    assert default.structural_hash in {r.trace_hash for r in stored}
+    assert result.measured == 9 == len(stored)  # one of the budget's trials
+    best = min(r.seconds for r in stored if r.trace_hash == default.structural_hash)
+    assert _cutoffs(recording.batches[1]) == {CUTOFF_FACTOR * best}
+    again = tune(task, database=database, workers=backend, options=options)
+    assert (again.measured, again.restored) == (0, 9)  # resumed: the default counts
 
 
 def test_each_batch_is_cut_at_ten_times_the_best_so_far_and_retiming_never(task, database, backend):

@@ -129,7 +129,7 @@ def _check_interrupted(code: int, out: str, err: str) -> None:
 def test_ctrl_c_mid_run_ends_with_one_line_and_keeps_every_record(url):
     before = _records(url)
     process = _long_run(url)
-    seen = _read_until(process, "16/400 trials")
+    seen = _read_until(process, "17/400 trials")  # the default schedule, two batches of 8
     committed = _records(url)
     os.killpg(process.pid, signal.SIGINT)
     code, out, err = _finish(process, seen)

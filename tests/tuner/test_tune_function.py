@@ -68,8 +68,9 @@ def test_the_same_call_resumes_and_measures_no_trace_twice(database, backend):
     again = _tune(database, backend, trials=4)
     assert (again.measured, again.restored) == (0, first.measured)
     more = _tune(database, backend, trials=POINTS + 2)
-    assert (more.measured, more.restored, more.stop_reason) == (2, 4, "space exhausted")
-    assert _search_records(database, more) == POINTS
+    # the first call measured the default schedule and 3 points of the space
+    assert (more.measured, more.restored, more.stop_reason) == (3, 4, "space exhausted")
+    assert _search_records(database, more) == POINTS + 1
 
 
 @pytest.mark.parametrize(
