@@ -46,7 +46,6 @@ import db  # noqa: E402
 import workers  # noqa: E402
 from compiler.codegen.target import LLVMTarget  # noqa: E402
 from compiler.graph import Graph, GraphModule, import_onnx  # noqa: E402
-from compiler.graph.blocked_layout import DEFAULT_CONV_BLOCK  # noqa: E402
 from tuner.model_tasks import ModelTask, extract_tasks, tuned_tasks  # noqa: E402
 from tuner.model_tune import ModelTuneOptions, ModelTuneResult, tune_model  # noqa: E402
 
@@ -140,7 +139,7 @@ def tuned(
     tasks: list[ModelTask],
     trials: int,
     check: Callable[[GraphModule], dict[str, Any]],
-    conv_block: int,
+    conv_block: int | None,
 ) -> tuple[ModelTuneResult, dict[str, Any]]:
     """The tasks tuned with ``trials`` into a temporary database, and ``check`` of the
     model built from it."""
@@ -207,7 +206,7 @@ def task_rows(tasks: list[ModelTask], result: ModelTuneResult | None) -> list[di
     return rows
 
 
-def bench(name: str, size: Size, trials: int, conv_block: int) -> dict[str, Any]:
+def bench(name: str, size: Size, trials: int, conv_block: int | None) -> dict[str, Any]:
     model = MODELS[name](np.random.default_rng(0), size)
     graph = import_onnx(model)
     inputs = {
@@ -324,9 +323,9 @@ def main() -> None:
     parser.add_argument(
         "--conv-block",
         type=int,
-        default=DEFAULT_CONV_BLOCK,
-        help=f"run the convolutions in NCHW[N]c (default {DEFAULT_CONV_BLOCK}; 0: NCHW, "
-        "where 3x3 convolutions may also run as Winograd's)",
+        default=None,
+        help="run the convolutions in NCHW[N]c (default: the widest of 16, 8, 4 that the "
+        "model's channel counts split into; 0: NCHW)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
     args = parser.parse_args()
@@ -342,7 +341,7 @@ def main() -> None:
     cpu = machine()
     print(f"{cpu}; onnxruntime {version}")
     size = SMALL if args.small else FULL
-    if args.conv_block < 0:
+    if args.conv_block is not None and args.conv_block < 0:
         parser.error("--conv-block must be 0 (NCHW) or a block size")
     report = {name: bench(name, size, args.trials, args.conv_block) for name in names}
     if args.json:

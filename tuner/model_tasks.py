@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from compiler.codegen.target import LLVMTarget
 from compiler.graph.algorithms import alternatives
-from compiler.graph.blocked_layout import DEFAULT_CONV_BLOCK
 from compiler.graph.executor import optimize
 from compiler.graph.ir import Graph
 from compiler.graph.ops import OPS, Pattern
@@ -55,10 +54,11 @@ def extract_tasks(
     graph: Graph,
     target: str | LLVMTarget = "llvm",
     *,
-    conv_block: int = DEFAULT_CONV_BLOCK,
+    conv_block: int | None = None,
 ) -> list[ModelTask]:
     """The model's distinct workloads in the order they first run (its convolutions
-    in NCHW[conv_block]c, or NCHW with 0, as ``GraphModule`` builds them then). A
+    in NCHW[conv_block]c, the model's own block with None, NCHW with 0, as
+    ``GraphModule`` builds them then). A
     group that has other algorithms (a 3x3 convolution's Winograd forms) gives a
     task for each: the build runs whichever is fastest once tuned."""
     optimized, groups = optimize(graph, conv_block=conv_block)

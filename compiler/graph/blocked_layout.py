@@ -39,15 +39,32 @@ from compiler.graph.ir import Graph, Node, TensorType
 from compiler.graph.ops import OPS, Pattern
 from compiler.graph.passes import bypass, rewrite_until_done, sink_below
 
-# The channel block a model's convolutions run in unless told otherwise: two AVX2
-# vectors or one AVX-512 vector of float32, the width of the default schedule's
-# register tile (``compiler.schedule.default``).
+# The widest channel block a model's convolutions run in unless told otherwise: two
+# AVX2 vectors or one AVX-512 vector of float32, the width of the default schedule's
+# register tile (``compiler.schedule.default``); narrower (``model_block``) where a
+# model's channel counts do not split into it.
 DEFAULT_CONV_BLOCK = 16
+# The narrowest block ``model_block`` picks: one SSE vector of float32.
+NARROWEST_BLOCK = 4
 TRANSFORM = "layout_transform"
 BLOCKED = "NCHWc"
 PLAIN = "NCHW"
 MOVABLE = (Pattern.ELEMWISE, Pattern.BROADCAST)
 POOLS = ("max_pool2d", "avg_pool2d", "global_avg_pool2d")
+
+
+def model_block(graph: Graph, widest: int = DEFAULT_CONV_BLOCK) -> int:
+    """The block for ``graph``: the widest of ``widest``, its halves, down to
+    ``NARROWEST_BLOCK``, that the output channels of every convolution split into, so
+    that one layout runs through the whole model (MobileNetV2's 24 and 40 channels
+    take 8); ``widest`` when none does (a convolution of odd channels stays NCHW)."""
+    counts = {graph.types[node.output].shape[1] for node in graph.nodes if node.op == "conv2d"}
+    block = widest
+    while block >= NARROWEST_BLOCK:
+        if all(count % block == 0 for count in counts):
+            return block
+        block //= 2
+    return widest
 
 
 def block_convolutions(graph: Graph, block: int) -> Graph:

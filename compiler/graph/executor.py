@@ -26,7 +26,7 @@ from compiler.build import build_llvm
 from compiler.codegen.target import LLVMTarget, TargetError
 from compiler.codegen.targets import target_kind
 from compiler.graph.algorithms import choose
-from compiler.graph.blocked_layout import DEFAULT_CONV_BLOCK, block_convolutions
+from compiler.graph.blocked_layout import block_convolutions, model_block
 from compiler.graph.fuse import FusedGroup, fuse
 from compiler.graph.ir import Graph, GraphError
 from compiler.graph.passes import fold_scale_into_conv
@@ -43,17 +43,15 @@ from compiler.workload.key import workload_key
 LIBRARY, PLAN, WEIGHTS = "model.so", "plan.json", "weights.npz"
 
 
-def optimize(
-    graph: Graph, *, conv_block: int = DEFAULT_CONV_BLOCK
-) -> tuple[Graph, list[FusedGroup]]:
+def optimize(graph: Graph, *, conv_block: int | None = None) -> tuple[Graph, list[FusedGroup]]:
     """The graph after its passes, and its fused groups: the functions it becomes.
-    The convolutions run in NCHW[conv_block]c (``compiler.graph.blocked_layout``),
-    in NCHW with ``conv_block=0`` (where a 3x3 convolution can also run as Winograd's,
-    ``compiler.graph.algorithms``)."""
+    The convolutions run in NCHW[conv_block]c (``compiler.graph.blocked_layout``;
+    None: the model's own block, ``model_block``), in NCHW with ``conv_block=0``."""
     graph.check()
     optimized = sink_reshapes(fold_scale_into_conv(graph))
-    if conv_block:
-        optimized = block_convolutions(optimized, conv_block)
+    block = model_block(optimized) if conv_block is None else conv_block
+    if block:
+        optimized = block_convolutions(optimized, block)
     optimized.check()
     return optimized, fuse(optimized)
 
@@ -61,7 +59,7 @@ def optimize(
 def compile_graph(
     graph: Graph,
     *,
-    conv_block: int = DEFAULT_CONV_BLOCK,
+    conv_block: int | None = None,
     target: str | LLVMTarget = "llvm",
     database: TuningLookup | None = None,
 ) -> tuple[Plan, IRModule, dict[str, np.ndarray]]:
@@ -106,7 +104,7 @@ class GraphModule:
         target: str | LLVMTarget = "llvm",
         *,
         database: TuningLookup | None = None,
-        conv_block: int = DEFAULT_CONV_BLOCK,
+        conv_block: int | None = None,
     ) -> None:
         if target_kind(target) != "llvm":
             raise TargetError(

@@ -7,11 +7,13 @@ from __future__ import annotations
 import numpy as np
 import onnxruntime
 import pytest
+from graph_builder import CONV, GraphBuilder
 from onnx_models import make_model, node, resnet_block, weight
 
 import compiler
 from compiler import te, topi
 from compiler.graph import GraphModule, import_onnx, optimize
+from compiler.graph.blocked_layout import model_block
 from compiler.topi.reference import conv2d_nchw_im2col
 
 
@@ -147,3 +149,28 @@ def test_a_mobilenet_block_runs_blocked_through_its_depthwise_convolution(rng) -
         "NCHWc",
     ]
     check_blocked_model(model, graph, rng, block=4)
+
+
+@pytest.mark.parametrize(
+    ("channels", "block"),
+    [((32, 64), 16), ((32, 24, 40), 8), ((12, 20), 4), ((32, 6), 16)],
+)
+def test_a_model_runs_in_the_widest_block_all_its_convolutions_split_into(
+    channels, block, rng
+) -> None:
+    """MobileNetV2's 24 and 40 channels take 8; 6 channels split into no block of 4 or
+    more, so the rest keep the widest and that convolution stays NCHW."""
+    b = GraphBuilder()
+    value = b.input("x", (1, 3, 8, 8))
+    previous = 3
+    for k, count in enumerate(channels):
+        b.constant(f"w{k}", rng.standard_normal((count, previous, 3, 3)))
+        value = b.node("conv2d", value, f"w{k}", out=f"c{k}", **CONV)
+        previous = count
+    graph = b.returns(value)
+    assert model_block(graph) == block
+    optimized, _ = optimize(graph)
+    blocked = [n for n in optimized.nodes if n.op == "conv2d_nchwc"]
+    assert [optimized.types[n.output].shape[-1] for n in blocked] == [
+        block for count in channels if count % block == 0
+    ]

@@ -44,8 +44,14 @@ def test_a_model_file_is_stored_once_with_its_tasks(client, rng) -> None:
     stored = first.json()
     assert stored["stored_now"] and stored["size"] == len(content)
     convolutions = [t for t in stored["tasks"] if t["kind"].startswith("conv2d")]
-    # The 3x3 convolution: direct, Winograd F(2x2) and F(4x4), each three times.
-    assert [t["weight"] for t in convolutions] == [3, 3, 3]
+    # The 3x3 convolution, blocked: direct, Winograd F(2x2) and F(4x4), each twice (the
+    # first block reads the NCHW input in place: tasks of their own).
+    assert [t["kind"] for t in convolutions] == [
+        "conv2d_nchwc_add_relu",
+        "conv2d_nchwc_add_relu[winograd2]",
+        "conv2d_nchwc_add_relu[winograd4]",
+    ]
+    assert [t["weight"] for t in convolutions] == [2, 2, 2]
     assert all(t["worth_tuning"] for t in convolutions)
     again = upload(client, content).json()
     assert again["id"] == stored["id"] and not again["stored_now"]
