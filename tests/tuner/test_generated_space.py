@@ -137,7 +137,7 @@ def test_a_quick_tune_finishes_and_its_best_replays_at_build_time(
     normalized = normalize_spec(spec)
     func = workload_from_normalized_spec(normalized)
     task = TuneTask.from_func(func, "llvm")
-    options = TuneOptions(trials=4, tuner="random", batch_size=2, seed=2)
+    options = TuneOptions(trials=4, tuner="random", batch_size=2, seed=2, baseline=False)
     space = GeneratedSpace(func)
     result = tune(task, database=database, workers=backend, options=options, space=space)
     assert (result.measured, result.errors) == (4, 0)
