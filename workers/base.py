@@ -72,6 +72,8 @@ class Candidate:
     took longer): the result then has that one run time. A tuner sets it
     to a multiple of the best time so far, so a candidate that is clearly slower costs
     one timed loop instead of ``repeat`` of them; its output is checked all the same.
+    A CPU runner cuts only calls long enough to be the kernel's time rather than its
+    start-up (``workers.measure.WARM_CUT_SECONDS``, ``COLD_CUT_SECONDS``).
     """
 
     workload: str

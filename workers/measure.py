@@ -33,6 +33,16 @@ from workers.check import Reference, make_reference
 # slower than the last and for the reply, so a candidate slow enough to pass the deadline
 # with all its repeats comes back measured, with fewer run times, instead of as a timeout.
 TIMING_SHARE = 0.5
+# A candidate is cut off (``Candidate.cutoff_seconds``) only on a call long enough for its
+# time to be the kernel's. The call that checks the outputs is the library's first, and
+# pays its start-up: the first parallel call of a freshly loaded library took 5-8 ms for
+# a matmul of 1.3 us, which a cutoff of ten times the best (13 us) cut, storing 4,000
+# times its real time. A single call after the check waits for the parallel threads to
+# wake (tens of microseconds), or now and then for a descheduled vCPU (milliseconds: a
+# 3 us dense once stored at 4 ms). A faster kernel is timed in full, which costs about
+# ``repeat`` loops of ``min_repeat_ms``; the cutoff is there for the slow ones.
+COLD_CUT_SECONDS = 0.1
+WARM_CUT_SECONDS = 0.01
 
 
 class Measurer:
@@ -96,8 +106,8 @@ class Measurer:
             mismatch = reference.mismatch(arrays, config.tolerance)
             if mismatch is not None:
                 return self._failed(candidate, ErrorKind.WRONG_RESULT, mismatch)
-            cutoff = candidate.cutoff_seconds
-            if cutoff is not None and check_seconds > cutoff:
+            cutoff = _warm_cutoff(candidate.cutoff_seconds)
+            if cutoff is not None and check_seconds > max(cutoff, COLD_CUT_SECONDS):
                 # Already past the cutoff cold: timing it warm would not make it a contender.
                 return RunResult(candidate, (check_seconds,), 1, worker_host=self.host)
             loops = partial(
@@ -109,7 +119,7 @@ class Measurer:
             timing = time_in_steps(
                 loops,
                 config,
-                candidate.cutoff_seconds,
+                cutoff,
                 deadline=started + TIMING_SHARE * config.timeout_s,
             )
         except Exception as err:  # one candidate's failure is its record
@@ -131,6 +141,11 @@ class Measurer:
         if self._flush_buffer is None or self._flush_buffer.size != size:
             self._flush_buffer = np.zeros(size, dtype=np.float64)
         self._flush_buffer += 1.0
+
+
+def _warm_cutoff(cutoff_seconds: float | None) -> float | None:
+    """The cutoff a warm call is judged by: never below ``WARM_CUT_SECONDS``."""
+    return None if cutoff_seconds is None else max(cutoff_seconds, WARM_CUT_SECONDS)
 
 
 def time_in_steps(

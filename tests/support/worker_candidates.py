@@ -44,7 +44,8 @@ def matmul_candidate(seed: int = 0, fault: Fault | None = None, argument: str = 
 def slow_candidate() -> Candidate:
     """A 384-cubed matmul on one core whose innermost loop walks down the columns of A
     and C (loops j, k, i): a call takes tens of milliseconds even on a fast machine
-    (85 ms on a loaded Zen 4), so a 1 ms cutoff always cuts it."""
+    (85 ms on a loaded Zen 4), past the shortest call a runner cuts
+    (``workers.measure.WARM_CUT_SECONDS``), so a 1 ms cutoff always cuts it."""
     spec = {"op": "matmul", "args": {"m": 384, "n": 384, "k": 384}}
     func = workload_from_spec(spec)
     sch = Schedule(func)

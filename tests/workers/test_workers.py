@@ -41,6 +41,7 @@ import compiler
 import workers
 from compiler.errors import ErrorKind
 from compiler.topi.reference import NUMPY_REFERENCES
+from compiler.workload.key import workload_from_json
 from compiler.workload.spec import normalize_spec, workload_from_spec
 from workers import (
     BuildResult,
@@ -219,7 +220,7 @@ def test_min_repeat_ms_grows_number_and_cache_flush_runs() -> None:
     assert result.number > 1
 
 
-def test_a_clearly_slow_candidate_is_cut_after_the_run_that_checks_it(local: Workers) -> None:
+def test_a_clearly_slow_candidate_is_cut_after_one_call(local: Workers) -> None:
     slow = slow_candidate()
     cut = dataclasses.replace(slow, cutoff_seconds=1e-3)
     full_result, cut_result = local.measure([slow, cut])
@@ -228,6 +229,19 @@ def test_a_clearly_slow_candidate_is_cut_after_the_run_that_checks_it(local: Wor
     assert cut_result.candidate == cut
     assert len(cut_result.run_times) == 1 and cut_result.run_times[0] > 1e-3
     assert cut_result.number == 1
+
+
+def test_a_kernel_of_microseconds_is_timed_in_full_whatever_its_cutoff() -> None:
+    """A call of a few microseconds is start-up as much as kernel when it is timed
+    alone (a fresh library's first parallel call takes milliseconds): a cutoff below
+    it must not cut it on that call, or the search stores a time thousands of times
+    its real one and never sees the schedule again."""
+    config = MeasureConfig(repeat=3, min_repeat_ms=2.0)
+    tiny = dataclasses.replace(matmul_candidate(1), cutoff_seconds=1e-9)
+    with workers.create("local", max_workers=1, config=config) as backend:
+        (result,) = backend.measure([tiny])
+    check_ok(result, repeat=3)
+    assert result.number > 1
 
 
 def test_a_wrong_result_with_a_cutoff_is_still_an_error(local: Workers) -> None:
@@ -380,11 +394,12 @@ def test_results_become_database_records(local: Workers, tmp_path: Any) -> None:
     from db import SQLDatabase
     from tuner.measurement import to_measurement
 
-    cut = dataclasses.replace(matmul_candidate(3), cutoff_seconds=1e-9)
+    cut = dataclasses.replace(slow_candidate(), cutoff_seconds=1e-3)
     candidates = [matmul_candidate(1), matmul_candidate(2, Fault.CRASH), cut]
     results = local.measure(candidates)
     with SQLDatabase(f"sqlite:///{tmp_path / 'tuning.db'}") as database:
         database.commit_workload(MATMUL)
+        database.commit_workload(workload_from_json(cut.workload))
         assert database.commit_records(to_measurement(r) for r in results) == 3
         stored = {
             (record.error_kind, len(record.run_times)): record for record in database.records()

@@ -28,6 +28,7 @@ from worker_candidates import (
     illegal_candidate,
     kinds,
     matmul_candidate,
+    slow_candidate,
     swapped_artifact,
 )
 
@@ -55,7 +56,7 @@ def cluster_good_candidates_on_every_node(cluster: Cluster) -> None:
     with backend:
         hosts = backend.runner.hosts  # type: ignore[attr-defined]
         candidates = [matmul_candidate(seed) for seed in range(6)] + [custom_candidate()]
-        cut = dataclasses.replace(matmul_candidate(6), cutoff_seconds=1e-9)
+        cut = dataclasses.replace(slow_candidate(), cutoff_seconds=1e-3)
         results = backend.measure([*candidates, cut])
     assert len(hosts) == 2
     assert kinds(results) == [None] * len(results), [r.error for r in results]
