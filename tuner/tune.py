@@ -81,7 +81,8 @@ class TuneOptions:
     """``trials`` is the budget of the workload on the target, stored trials included
     (so the same command resumes instead of starting over); ``tuner`` a search kind;
     ``early_stopping`` ends the search after that many trials without a faster one;
-    ``retime_top`` stored schedules are re-timed ``retime_rounds`` times each;
+    ``retime_top`` stored schedules are re-timed ``retime_rounds`` times each (0: none,
+    as in a model's rounds);
     ``transfer`` offers the search the records of similar workloads; ``baseline``
     measures the default schedule as the first trial of a new CPU workload, the bar a
     searched schedule must clear (off, to judge a search by itself)."""
@@ -213,7 +214,7 @@ def tune(
         reason = loop.run(strategy)
     if progress is not None:
         progress.finish()
-    if reason in ("interrupted", "cancelled"):
+    if reason in ("interrupted", "cancelled") or options.retime_top == 0:
         best = _unretimed_best(task, database, options)
     else:
         best, reason = _retime(task, database, workers, options, reason, job_id)
@@ -440,7 +441,8 @@ def _unretimed_best(
     task: TuneTask, database: Database, options: TuneOptions
 ) -> tuple[RankedSchedule, ...]:
     """The fastest stored search measurements, not re-timed: what an interrupted run
-    has found so far (it re-times nothing; the next run does)."""
+    has found so far (it re-times nothing; the next run does), or a run told to
+    re-time none (``retime_top=0``)."""
     top = database.best(
         task.workload_key, task.target, k=max(1, options.retime_top), purpose=Purpose.SEARCH
     )

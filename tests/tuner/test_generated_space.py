@@ -121,6 +121,11 @@ def test_the_space_is_a_kind_and_moves_to_another_shape() -> None:
     square = workload_from_spec({"op": "matmul", "args": {"m": 64, "n": 64, "k": 64}})
     bigger = space.for_workload(square)
     assert bigger is not None and bigger.workload_key != space.workload_key
+    # Made once: the next ask (transfer asks every round of a model) gets the same space,
+    # and so do asks for the first workload, whose space was made by create().
+    assert space.for_workload(square) is bigger
+    assert bigger.for_workload(func) is space
+    assert GeneratedSpace(func, seed=1).for_workload(square) is not bigger
 
 
 DENSE_RELU = {"batch": 4, "in_features": 32, "out_features": 48, "activation": "relu"}

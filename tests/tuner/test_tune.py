@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 from quick_measure import QUICK
@@ -128,6 +128,17 @@ def test_each_batch_is_cut_at_ten_times_the_best_so_far_and_retiming_never(task,
     resumed = _Recording(backend.builder, backend.runner)
     tune(task, database=database, workers=resumed, options=_options(24, "random"))
     assert _cutoffs(resumed.batches[0]) == {CUTOFF_FACTOR * best_stored}
+
+
+def test_no_schedule_is_re_timed_when_none_is_asked_for(task, database, backend):
+    """A model's rounds say ``retime_top=0``: a re-timing there would cost a schedule's
+    five more runs every round."""
+    recording = _Recording(backend.builder, backend.runner)
+    options = replace(_options(8, "random"), retime_top=0)
+    result = tune(task, database=database, workers=recording, options=options)
+    assert sum(len(batch) for batch in recording.batches) == 8 == result.measured
+    assert not database.records(task.workload_key, task.target, purpose=Purpose.RETIME)
+    assert len(result.best) == 1 and result.best[0].seconds is None
 
 
 class _InterruptAt(Progress):

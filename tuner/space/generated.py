@@ -15,6 +15,8 @@ alone, without the space.
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from functools import partial
 
 from compiler.codegen.targets import Target, parse_target
@@ -26,6 +28,7 @@ from compiler.schedule import primitives as P
 from compiler.schedule.primitives.common import const_int
 from compiler.schedule.primitives.dataflow import leaf_realizes
 from compiler.schedule.tile_transform import is_tile_transform, schedule_tile_transform
+from compiler.workload.key import workload_key
 from tuner.space.base import (
     Decisions,
     Domain,
@@ -52,6 +55,12 @@ ROOT = -1
 # beyond it the location only repeats the same work, which measuring would show at
 # great cost (a softmax row's maximum recomputed for every element of the row).
 MAX_RECOMPUTATION = 2
+# Spaces made in this process, newest last, that ``for_workload`` hands out again: a
+# blocked convolution's space takes seconds to make, and transfer asks for the spaces
+# of a model's other tasks (which that model's tuning has made already) every round.
+SHARED_SPACES = 64
+_shared: OrderedDict[tuple[str, str, int], GeneratedSpace] = OrderedDict()
+_shared_lock = threading.Lock()
 
 
 class GeneratedSpace(Space):
@@ -70,6 +79,7 @@ class GeneratedSpace(Space):
             tuple(self._domain(d, i) for i in self._sampled[d]) for d in range(len(self._designs))
         )
         self._skeletons = tuple(skeleton(d) for d in self._designs)
+        _share(self)
 
     @property
     def name(self) -> str:
@@ -174,6 +184,10 @@ class GeneratedSpace(Space):
         return None
 
     def for_workload(self, func: PrimFunc) -> GeneratedSpace | None:
+        with _shared_lock:
+            made = _shared.get((workload_key(func), str(self.target), self.seed))
+        if made is not None:
+            return made
         try:
             return GeneratedSpace(func, target=self.target, seed=self.seed)
         except SpaceError:
@@ -181,6 +195,15 @@ class GeneratedSpace(Space):
 
     def __repr__(self) -> str:
         return f"GeneratedSpace({self.name!r})"
+
+
+def _share(space: GeneratedSpace) -> None:
+    key = (space.workload_key, str(space.target), space.seed)
+    with _shared_lock:
+        _shared[key] = space
+        _shared.move_to_end(key)
+        while len(_shared) > SHARED_SPACES:
+            _shared.popitem(last=False)
 
 
 def generate_designs(func: PrimFunc, target: Target, seed: int = 0) -> list[Schedule]:
