@@ -41,6 +41,7 @@ from tuner.space.base import (
 )
 from tuner.space.designs import sampling_domain, skeleton
 from tuner.space.postprocess import postprocess
+from tuner.space.prefix_replay import PrefixReplay
 from tuner.space.rules import block_rules, root_rule
 from tuner.space.rules.analysis import attempt, has_block, is_expensive
 from tuner.space.rules.parallel_vectorize_unroll import ROLES
@@ -79,6 +80,7 @@ class GeneratedSpace(Space):
             tuple(self._domain(d, i) for i in self._sampled[d]) for d in range(len(self._designs))
         )
         self._skeletons = tuple(skeleton(d) for d in self._designs)
+        self._replay = PrefixReplay(func, self._designs, self._sampled, trace_decision)
         _share(self)
 
     @property
@@ -159,10 +161,7 @@ class GeneratedSpace(Space):
                 f"decisions {decisions} do not fit the {len(sampled)} sampling instructions "
                 f"of design {decisions.design} of {self.name}"
             )
-        chosen = {i: trace_decision(v) for i, v in zip(sampled, decisions.values, strict=True)}
-        sch = Schedule(self.func)
-        self._designs[decisions.design].apply_to_schedule(sch, chosen)
-        return postprocess(sch)
+        return postprocess(self._replay.replay(decisions.design, decisions.values))
 
     def candidate_from_trace(self, trace: Trace | str) -> TraceCandidate | None:
         parsed = parse_trace(trace)
