@@ -51,6 +51,14 @@ class Window:
     def padded(self) -> bool:
         return any((self.pad_top, self.pad_left, self.pad_bottom, self.pad_right))
 
+    def source_index(
+        self, y: PrimExpr, x: PrimExpr, ry: PrimExpr, rx: PrimExpr
+    ) -> tuple[PrimExpr, PrimExpr]:
+        """The (row, column) of the (padded) input that output (y, x) reads at window
+        offset (ry, rx)."""
+        (sh, sw), (dh, dw) = self.stride, self.dilation
+        return window_index(y, sh, ry, dh), window_index(x, sw, rx, dw)
+
     def pad_widths(self, height_axis: int, ndim: int) -> tuple[list[int], list[int]]:
         """pad_before and pad_after for a tensor with height at ``height_axis``."""
         before = [0] * ndim
@@ -162,13 +170,11 @@ def conv2d_nchw(
     rc = te.reduce_axis((0, per_group), name="rc")
     ry = te.reduce_axis((0, kh), name="ry")
     rx = te.reduce_axis((0, kw), name="rx")
-    (sh, sw), (dh, dw) = win.stride, win.dilation
     out_per_group = out_channels // groups
 
     def element(n: PrimExpr, o: PrimExpr, y: PrimExpr, x: PrimExpr) -> PrimExpr:
         c = _input_channel(groups, o, out_per_group, per_group, rc.var)
-        row = window_index(y, sh, ry.var, dh)
-        col = window_index(x, sw, rx.var, dw)
+        row, col = win.source_index(y, x, ry.var, rx.var)
         value = source[n, c, row, col] * kernel[o, rc, ry, rx]
         return te.sum(value, axis=[rc, ry, rx])
 
@@ -196,13 +202,11 @@ def conv2d_nhwc(
     ry = te.reduce_axis((0, kh), name="ry")
     rx = te.reduce_axis((0, kw), name="rx")
     rc = te.reduce_axis((0, per_group), name="rc")
-    (sh, sw), (dh, dw) = win.stride, win.dilation
     out_per_group = out_channels // groups
 
     def element(n: PrimExpr, y: PrimExpr, x: PrimExpr, o: PrimExpr) -> PrimExpr:
         c = _input_channel(groups, o, out_per_group, per_group, rc.var)
-        row = window_index(y, sh, ry.var, dh)
-        col = window_index(x, sw, rx.var, dw)
+        row, col = win.source_index(y, x, ry.var, rx.var)
         value = source[n, row, col, c] * kernel[ry, rx, rc, o]
         return te.sum(value, axis=[ry, rx, rc])
 
@@ -234,12 +238,10 @@ def depthwise_conv2d_nchw(
     win, source, ry, rx = _window_over(
         op, data, (height, width), (kh, kw), stride, padding, dilation
     )
-    (sh, sw), (dh, dw) = win.stride, win.dilation
 
     def element(n: PrimExpr, o: PrimExpr, y: PrimExpr, x: PrimExpr) -> PrimExpr:
         c, m = (o // multiplier, o % multiplier) if multiplier > 1 else (o, E.const(0))
-        row = window_index(y, sh, ry.var, dh)
-        col = window_index(x, sw, rx.var, dw)
+        row, col = win.source_index(y, x, ry.var, rx.var)
         value = source[n, c, row, col] * kernel[c, m, ry, rx]
         return te.sum(value, axis=[ry, rx])
 
@@ -269,11 +271,9 @@ def depthwise_conv2d_nchwc(
     win, source, ry, rx = _window_over(
         op, data, (height, width), (kh, kw), stride, padding, dilation
     )
-    (sh, sw), (dh, dw) = win.stride, win.dilation
 
     def element(n: PrimExpr, cb: PrimExpr, y: PrimExpr, x: PrimExpr, c: PrimExpr) -> PrimExpr:
-        row = window_index(y, sh, ry.var, dh)
-        col = window_index(x, sw, rx.var, dw)
+        row, col = win.source_index(y, x, ry.var, rx.var)
         return te.sum(source[n, cb, row, col, c] * kernel[cb, ry, rx, c], axis=[ry, rx])
 
     shape = (data.shape[0], blocks, win.out_height, win.out_width, block)
@@ -377,11 +377,9 @@ def conv2d_nchwc(
     ry = te.reduce_axis((0, kh), name="ry")
     rx = te.reduce_axis((0, kw), name="rx")
     rci = te.reduce_axis((0, block), name="rci")
-    (sh, sw), (dh, dw) = win.stride, win.dilation
 
     def element(n: PrimExpr, oo: PrimExpr, y: PrimExpr, x: PrimExpr, oi: PrimExpr) -> PrimExpr:
-        row = window_index(y, sh, ry.var, dh)
-        col = window_index(x, sw, rx.var, dw)
+        row, col = win.source_index(y, x, ry.var, rx.var)
         value = source[n, rco, row, col, rci] * kernel[oo, rco, ry, rx, rci, oi]
         return te.sum(value, axis=[rco, ry, rx, rci])
 

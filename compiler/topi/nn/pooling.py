@@ -17,7 +17,7 @@ from compiler.ir import expr as E
 from compiler.ir.expr import PrimExpr
 from compiler.te import Tensor
 from compiler.topi.errors import OperatorError
-from compiler.topi.nn.conv2d import IntOrPair, Window, sliding_window, window_index
+from compiler.topi.nn.conv2d import IntOrPair, Window, sliding_window
 from compiler.topi.nn.pad import pad
 from compiler.topi.reduction import element_count
 from compiler.topi.utils import (
@@ -39,11 +39,9 @@ def max_pool2d(
     source = _padded(data, win, te.min_value(data.dtype))
     ry = te.reduce_axis((0, kh), name="ry")
     rx = te.reduce_axis((0, kw), name="rx")
-    sh, sw = win.stride
 
     def element(n: PrimExpr, c: PrimExpr, y: PrimExpr, x: PrimExpr, *block: PrimExpr) -> PrimExpr:
-        row = window_index(y, sh, ry.var, 1)
-        col = window_index(x, sw, rx.var, 1)
+        row, col = win.source_index(y, x, ry.var, rx.var)
         return te.max(source[(n, c, row, col, *block)], axis=[ry, rx])
 
     return _image_compute(_out_shape(data, win), element, "pool_max")
@@ -64,13 +62,11 @@ def avg_pool2d(
     source = _padded(data, win, 0)
     ry = te.reduce_axis((0, kh), name="ry")
     rx = te.reduce_axis((0, kw), name="rx")
-    sh, sw = win.stride
 
     def window_sum(
         n: PrimExpr, c: PrimExpr, y: PrimExpr, x: PrimExpr, *block: PrimExpr
     ) -> PrimExpr:
-        row = window_index(y, sh, ry.var, 1)
-        col = window_index(x, sw, rx.var, 1)
+        row, col = win.source_index(y, x, ry.var, rx.var)
         return te.sum(source[(n, c, row, col, *block)], axis=[ry, rx])
 
     total = _image_compute(_out_shape(data, win), window_sum, "pool_sum")
@@ -78,6 +74,7 @@ def avg_pool2d(
         full = E.const(kh * kw, data.dtype)
         return _image_compute(total.shape, lambda *i: total[i] / full, "pool_avg")
     height, width = static_shape(op, "data", data)[2:4]
+    sh, sw = win.stride
 
     def average(n: PrimExpr, c: PrimExpr, y: PrimExpr, x: PrimExpr, *block: PrimExpr) -> PrimExpr:
         rows = _valid(y, sh, win.pad_top, kh, height)
