@@ -403,7 +403,7 @@ def _retime(
     time ranks it in ``Database.best`` (and so in ``build(..., database=)``). Returns the
     re-timed schedules fastest first, then any whose re-timing failed."""
     top = database.best(
-        task.workload_key, task.target, k=max(1, options.retime_top), purpose=Purpose.SEARCH
+        task.workload_key, task.target, k=options.retime_top, purpose=Purpose.SEARCH
     )
     if not top:
         return (), reason

@@ -45,8 +45,7 @@ def test_a_resumed_replay_makes_the_program_a_full_replay_makes(
     op: str, seed: int, kept: int
 ) -> None:
     space = SPACES[op]
-    sampled = [sorted(d.decisions) for d in space.design_traces()]
-    replay = PrefixReplay(space.func, space.design_traces(), sampled, trace_decision, kept=kept)
+    replay = PrefixReplay(space.func, space.design_traces(), kept=kept)
     rng = random.Random(seed)
     points = [space.sample(rng).decisions for _ in range(3)]
     for _ in range(12):

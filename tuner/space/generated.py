@@ -37,7 +37,6 @@ from tuner.space.base import (
     TraceCandidate,
     decision_value,
     parse_trace,
-    trace_decision,
 )
 from tuner.space.designs import sampling_domain, skeleton
 from tuner.space.postprocess import postprocess
@@ -80,7 +79,7 @@ class GeneratedSpace(Space):
             tuple(self._domain(d, i) for i in self._sampled[d]) for d in range(len(self._designs))
         )
         self._skeletons = tuple(skeleton(d) for d in self._designs)
-        self._replay = PrefixReplay(func, self._designs, self._sampled, trace_decision)
+        self._replay = PrefixReplay(func, self._designs)
         _share(self)
 
     @property

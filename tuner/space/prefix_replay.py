@@ -20,6 +20,7 @@ from typing import Any
 
 from compiler.ir.function import PrimFunc
 from compiler.schedule import Schedule, Trace
+from tuner.space.base import trace_decision
 
 # Prefixes a space keeps, least recently used first out: about 40 candidates of a
 # blocked convolution's 25 sampling instructions, an evolutionary population.
@@ -29,36 +30,26 @@ _Key = tuple[int, tuple[Any, ...]]
 
 
 class PrefixReplay:
-    """Replays ``designs`` on ``func``; ``sampled[d]`` are the indices of design
-    ``d``'s sampling instructions, in order; ``decision`` turns a decision value into
-    the form a trace holds."""
+    """Replays the design traces ``designs`` on ``func``, keeping up to ``kept``
+    prefixes."""
 
     def __init__(
-        self,
-        func: PrimFunc,
-        designs: Sequence[Trace],
-        sampled: Sequence[Sequence[int]],
-        decision: Any,
-        *,
-        kept: int = KEPT_PREFIXES,
+        self, func: PrimFunc, designs: Sequence[Trace], *, kept: int = KEPT_PREFIXES
     ) -> None:
         self.func = func
         self.designs = designs
-        self.sampled = sampled
-        self.decision = decision
         self.kept = kept
+        self._sampled = tuple(tuple(sorted(d.decisions)) for d in designs)
         self._prefixes: OrderedDict[_Key, tuple[Schedule, dict[int, Any]]] = OrderedDict()
 
     def replay(self, design: int, values: tuple[Any, ...]) -> Schedule:
-        """Design ``design`` replayed with ``values`` for its sampling instructions, as
-        ``Trace.apply_to_schedule`` on a fresh schedule would; raises ScheduleError
-        where a step is illegal."""
+        """Design ``design`` replayed with ``values`` for its sampling instructions (in
+        order), as ``Trace.apply_to_schedule`` on a fresh schedule would; raises
+        ScheduleError where a step is illegal."""
         trace = self.designs[design]
-        sampled = self.sampled[design]
-        decisions = {i: self.decision(v) for i, v in zip(sampled, values, strict=True)}
-        start, sch, bindings = self._longest_prefix(design, values)
-        position = sampled[start] if bindings is not None else 0
-        bindings = {} if bindings is None else bindings
+        sampled = self._sampled[design]
+        decisions = {i: trace_decision(v) for i, v in zip(sampled, values, strict=True)}
+        start, position, sch, bindings = self._longest_prefix(design, values)
         for k in range(start, len(sampled)):
             if position < sampled[k]:
                 trace.replay_range(
@@ -73,16 +64,18 @@ class PrefixReplay:
 
     def _longest_prefix(
         self, design: int, values: tuple[Any, ...]
-    ) -> tuple[int, Schedule, dict[int, Any] | None]:
-        """(k, schedule, bindings): a copy of the kept schedule before sampling
-        instruction k, for the largest k kept; (0, a fresh schedule, None) when none is."""
+    ) -> tuple[int, int, Schedule, dict[int, Any]]:
+        """(k, position, schedule, bindings): a copy of the kept schedule before
+        sampling instruction k (at instruction ``position``), for the largest k kept;
+        (0, 0, a fresh schedule, {}) when none is."""
         for k in range(len(values) - 1, -1, -1):
-            found = self._prefixes.get((design, values[:k]))
+            key = (design, values[:k])
+            found = self._prefixes.get(key)
             if found is not None:
-                self._prefixes.move_to_end((design, values[:k]))
+                self._prefixes.move_to_end(key)
                 sch, bindings = found
-                return k, sch.copy(), dict(bindings)
-        return 0, Schedule(self.func), None
+                return k, self._sampled[design][k], sch.copy(), dict(bindings)
+        return 0, 0, Schedule(self.func), {}
 
     def _keep(self, key: _Key, sch: Schedule, bindings: dict[int, Any]) -> None:
         self._prefixes[key] = (sch.copy(), dict(bindings))
