@@ -60,6 +60,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt as err:
         print(f"tensortune: {str(err) or 'interrupted'}", file=sys.stderr)
         return 130
+    except Exception as err:
+        if not _after_an_interrupt(err):
+            raise
+        print("tensortune: interrupted", file=sys.stderr)
+        return 130
+
+
+def _after_an_interrupt(err: BaseException) -> bool:
+    """Whether a Ctrl-C underlies ``err``: a library's clean-up cut short by one can
+    fail with an error of its own (SQLAlchemy's transaction close asserts), raised
+    while handling the KeyboardInterrupt."""
+    cause = err.__context__
+    while cause is not None:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        cause = cause.__context__
+    return False
 
 
 def _not_an_interrupt(record: logging.LogRecord) -> bool:

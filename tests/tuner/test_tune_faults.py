@@ -156,6 +156,29 @@ def test_ctrl_c_during_set_up_ends_with_one_line(tmp_path, url):
     assert _records(url) == before
 
 
+def test_an_error_of_a_clean_up_cut_short_by_ctrl_c_ends_with_one_line() -> None:
+    """A Ctrl-C inside a library's clean-up can make it fail with an error of its own
+    (SQLAlchemy's transaction close asserts); the run still ends as interrupted."""
+    script = (
+        "import sys\n"
+        "class CtrlC:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'tuner.commands':\n"
+        "            try:\n"
+        "                raise KeyboardInterrupt\n"
+        "            except KeyboardInterrupt:\n"
+        "                raise AssertionError\n"
+        "sys.meta_path.insert(0, CtrlC())\n"
+        "from tuner.cli import main\n"
+        "sys.exit(main(['records']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=_env(), timeout=60
+    )
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.strip() == "tensortune: interrupted", done.stderr
+
+
 def test_ctrl_c_while_the_commands_are_imported_ends_with_one_line() -> None:
     """The first second of a run imports LLVM, XGBoost and SQLAlchemy; a Ctrl-C then
     (here: a KeyboardInterrupt out of the import of the commands) ends with one line."""
