@@ -290,10 +290,17 @@ class MeasureConfig:
     takes ``min_repeat_ms`` (the loops that find it are untimed calls too, which is
     why no extra warmup is the default), so tiny kernels are not timer noise.
     ``flush_cache`` writes over ``flush_bytes`` before each repeat so every repeat
-    starts with cold caches. ``timeout_s`` bounds loading, checking and
-    timing one candidate (a slow one gets fewer repeats rather than pass it; see
-    ``workers.measure``); ``reference_timeout_s`` bounds computing a workload's
-    reference outputs (once per workload per runner process). ``tolerance`` is the
+    starts with cold caches. ``cold_weights``: when the workload marks constant
+    parameters (a model's weights), each timed loop is a single call, with those
+    parameters evicted from the CPU's caches before it, as if a model run had last
+    read them an inference ago (``compiler.runtime.cache_eviction``; TVM's
+    ``enable_cpu_cache_flush``). Off by default: on ResNet-18's convolutions the warm
+    time predicted the time inside the model as well or better
+    (``benchmarks/cold_weights.py``).
+    ``timeout_s`` bounds loading, checking and timing one candidate (a slow one gets
+    fewer repeats rather than pass it; see ``workers.measure``); ``reference_timeout_s``
+    bounds computing a workload's reference outputs (once per workload per runner
+    process). ``tolerance`` is the
     largest accepted error relative to the largest reference value (None: by dtype).
     """
 
@@ -303,6 +310,7 @@ class MeasureConfig:
     warmup: int = 0
     flush_cache: bool = False
     flush_bytes: int = 64 << 20
+    cold_weights: bool = False
     timeout_s: float = 10.0
     reference_timeout_s: float = 120.0
     seed: int = 0

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from compiler.ir.function import PrimFunc
+from compiler.ir.layout_free import layout_free_positions
 from compiler.runtime.prepacked import pack_arguments
 from compiler.runtime.signature import FuncSignature, ParamSpec
 from compiler.topi.reference import NUMPY_REFERENCES
@@ -34,12 +35,15 @@ Arrays = Sequence[np.ndarray]
 
 @dataclass(frozen=True)
 class Reference:
-    """A workload's arguments before the call and its expected written parameters."""
+    """A workload's arguments before the call and its expected written parameters;
+    ``weights``: the positions of the parameters the workload marks constant (a model's
+    weights, ``compiler.ir.layout_free``)."""
 
     signature: FuncSignature
     arguments: tuple[np.ndarray, ...]
     expected: Mapping[int, np.ndarray]
     source: str
+    weights: tuple[int, ...] = ()
 
     def fresh_arguments(self) -> list[np.ndarray]:
         """Copies of the arguments, so no candidate sees another's writes."""
@@ -85,14 +89,18 @@ def make_reference(func: PrimFunc, spec: Mapping[str, Any] | None, seed: int) ->
                 f"writes {len(written)}"
             )
         expected = {k: np.asarray(out) for k, out in zip(written, outputs, strict=True)}
-        return Reference(signature, arguments, expected, f"numpy {spec['op']}")
+        return Reference(
+            signature, arguments, expected, f"numpy {spec['op']}", layout_free_positions(func)
+        )
     module = build_llvm(func, default_schedule=False)
     # A workload may convert a constant weight itself (Winograd's kernel transform):
     # the build split that conversion out, so it runs first.
     arrays = pack_arguments(module, module.entry_name, [a.copy() for a in arguments])
     module[module.entry_name](*arrays)
     expected = {k: arrays[k] for k in written}
-    return Reference(signature, arguments, expected, "the unscheduled build")
+    return Reference(
+        signature, arguments, expected, "the unscheduled build", layout_free_positions(func)
+    )
 
 
 def _random_array(param: ParamSpec, rng: np.random.Generator, positive: bool) -> np.ndarray:

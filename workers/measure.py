@@ -15,12 +15,14 @@ import tempfile
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 
 import numpy as np
 
 from compiler.errors import ErrorKind
 from compiler.runtime import Module, load_module
+from compiler.runtime.cache_eviction import evict_from_caches
 from compiler.runtime.prepacked import pack_arguments
 from compiler.runtime.profiling import ProfileResult, time_raw
 from compiler.workload.key import workload_from_json, workload_key
@@ -110,15 +112,16 @@ class Measurer:
             if cutoff is not None and check_seconds > max(cutoff, COLD_CUT_SECONDS):
                 # Already past the cutoff cold: timing it warm would not make it a contender.
                 return RunResult(candidate, (check_seconds,), 1, worker_host=self.host)
+            weights = [arrays[k] for k in reference.weights] if config.cold_weights else []
             loops = partial(
                 time_raw,
                 function.raw,
                 function.signature.bind(arrays),
-                before_repeat=self._flusher(config),
+                before_repeat=self._before_repeat(config, weights),
             )
             timing = time_in_steps(
                 loops,
-                config,
+                replace(config, number=1, min_repeat_ms=0.0) if weights else config,
                 cutoff,
                 deadline=started + TIMING_SHARE * config.timeout_s,
             )
@@ -129,11 +132,16 @@ class Measurer:
     def _failed(self, candidate: Candidate, kind: ErrorKind, message: str) -> RunResult:
         return RunResult.failed(candidate, kind, message, self.host)
 
-    def _flusher(self, config: MeasureConfig) -> Callable[[], None] | None:
-        """What runs before each timed repeat: a cache flush when the config asks."""
-        if not config.flush_cache:
-            return None
-        return lambda: self._flush(config.flush_bytes)
+    def _before_repeat(
+        self, config: MeasureConfig, weights: list[np.ndarray]
+    ) -> Callable[[], None] | None:
+        """What runs before each timed repeat: a cache flush when the config asks (which
+        evicts the weights too), else the eviction of the weights it was given."""
+        if config.flush_cache:
+            return partial(self._flush, config.flush_bytes)
+        if weights:
+            return partial(evict_from_caches, weights)
+        return None
 
     def _flush(self, nbytes: int) -> None:
         """Write over a buffer larger than the caches, so the next run starts cold."""

@@ -31,7 +31,7 @@ from tuner.space.templates import gpu_gemm
 
 TARGETS = ("cuda -arch=sm_80", "cuda -arch=sm_90")
 CAPABILITIES = CudaTarget.parse(TARGETS[0]).capabilities
-BUILT = 50
+BUILT = 25
 # At most this many refusals per template (the spaces are dense in legal points).
 MOST_REFUSED = BUILT // 5
 SIMULATED = 3

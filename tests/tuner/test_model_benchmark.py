@@ -1,5 +1,6 @@
 """benchmarks/model.py end to end on its shrunken models: built, checked against
-onnxruntime, tuned for two trials each, and reported as one JSON object last."""
+onnxruntime, tuned for two trials each, and reported as one JSON object last. About a
+minute on 2 cores, so left out of CI (``pytest -m slow`` runs it)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 COMMAND = [
     str(ROOT / "benchmarks" / "model.py"),
@@ -15,6 +18,7 @@ COMMAND = [
 ]
 
 
+@pytest.mark.slow
 def test_the_model_benchmark_runs_small_and_prints_json_last() -> None:
     result = subprocess.run(
         [sys.executable, *COMMAND],

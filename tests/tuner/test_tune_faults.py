@@ -102,14 +102,15 @@ def _long_run(url: str) -> subprocess.Popen[str]:
 
 
 def _read_until(process: subprocess.Popen[str], line_has: str) -> list[str]:
-    """Standard error's lines up to the first that holds ``line_has``."""
+    """Standard error's lines up to the first that holds ``line_has``; fails when the
+    stream ends first (the process finished without ever printing it)."""
     assert process.stderr is not None
     seen = []
     for line in process.stderr:
         seen.append(line)
         if line_has in line:
-            break
-    return seen
+            return seen
+    raise AssertionError(f"standard error ended without {line_has!r}: {''.join(seen)[-500:]}")
 
 
 def _finish(process: subprocess.Popen[str], seen: list[str]) -> tuple[int, str, str]:
@@ -233,7 +234,7 @@ def test_a_library_logging_the_interrupt_it_was_in_prints_no_traceback(url) -> N
 def test_workers_of_a_killed_run_exit_quietly(url):
     before = _records(url)
     process = _long_run(url)
-    _read_until(process, "8/400 trials")
+    _read_until(process, "9/400 trials")  # the default schedule and a batch of 8
     process.kill()
     # Standard error ends when the last worker that shares it has exited.
     assert process.stderr is not None

@@ -40,6 +40,8 @@ from worker_candidates import (
 import compiler
 import workers
 from compiler.errors import ErrorKind
+from compiler.ir.layout_free import mark_layout_free
+from compiler.schedule import Schedule
 from compiler.topi.reference import NUMPY_REFERENCES
 from compiler.workload.key import workload_from_json
 from compiler.workload.spec import normalize_spec, workload_from_spec
@@ -173,20 +175,33 @@ def test_reference_mismatch_names_the_output_and_the_place() -> None:
 # ---- the local backend ------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def local() -> Iterator[Workers]:
-    """Local workers whose processes run the faulty builder and measurer."""
+def _faulty_workers(timeout_s: float) -> Workers:
+    """Local workers whose processes run the faulty builder and measurer, a build or a
+    measurement cut after ``timeout_s``."""
     with pytest.MonkeyPatch.context() as patch:
         path = os.pathsep.join([TESTS_FOLDER, os.environ.get("PYTHONPATH", "")])
         patch.setenv("PYTHONPATH", path)
-        backend = workers.create(
+        return workers.create(
             "local",
-            build_timeout_s=BUILD_TIMEOUT_S,
-            config=TEST_CONFIG,
+            build_timeout_s=timeout_s,
+            config=dataclasses.replace(TEST_CONFIG, timeout_s=timeout_s),
             build_function=BUILD_FUNCTION,
             measurer=MEASURER,
         )
-    with backend:
+
+
+@pytest.fixture(scope="module")
+def local() -> Iterator[Workers]:
+    """The faulty workers with deadlines no good candidate reaches on a busy machine."""
+    with _faulty_workers(BUILD_TIMEOUT_S) as backend:
+        yield backend
+
+
+@pytest.fixture(scope="module")
+def hurried() -> Iterator[Workers]:
+    """The faulty workers with deadlines a hang reaches soon: the hang tests wait them
+    out, and every good candidate they build and time takes well under a second."""
+    with _faulty_workers(HANG_TIMEOUT_S) as backend:
         yield backend
 
 
@@ -199,6 +214,9 @@ def test_good_candidates_are_measured(local: Workers) -> None:
         assert result.candidate == candidate
         assert result.worker_host == socket.gethostname()
 
+
+# The deadline of the hang tests' workers (see ``hurried``).
+HANG_TIMEOUT_S = 8.0
 
 _SMALL_CONV = {
     "batch": 1,
@@ -333,11 +351,11 @@ def test_runner_crash_costs_one_record_and_the_next_runs(local: Workers) -> None
     check_ok(results[2])
 
 
-def test_runner_hang_times_out_and_the_next_runs(local: Workers) -> None:
+def test_runner_hang_times_out_and_the_next_runs(hurried: Workers) -> None:
     candidates = [matmul_candidate(0, Fault.HANG), matmul_candidate(0)]
-    results = local.runner.run(local.builder.build(candidates))
+    results = hurried.runner.run(hurried.builder.build(candidates))
     assert kinds(results) == [ErrorKind.TIMEOUT, None]
-    assert f"{TEST_CONFIG.timeout_s:g} s" in results[0].error
+    assert f"{HANG_TIMEOUT_S:g} s" in results[0].error
 
 
 def test_ctrl_c_while_the_runner_is_busy_leaves_no_late_reply(
@@ -364,7 +382,7 @@ def test_ctrl_c_while_the_runner_is_busy_leaves_no_late_reply(
     assert result.candidate == after
 
 
-def test_builder_crash_and_hang_cost_one_record_each(local: Workers) -> None:
+def test_builder_crash_and_hang_cost_one_record_each(hurried: Workers) -> None:
     candidates = [
         matmul_candidate(0, Fault.BUILD_CRASH),
         matmul_candidate(1),
@@ -372,12 +390,12 @@ def test_builder_crash_and_hang_cost_one_record_each(local: Workers) -> None:
         matmul_candidate(2),
         matmul_candidate(3),
     ]
-    builds = local.builder.build(candidates)
+    builds = hurried.builder.build(candidates)
     assert kinds(builds) == [ErrorKind.CRASHED, None, ErrorKind.TIMEOUT, None, None]
     assert "SIGSEGV" in builds[0].error
-    results = local.runner.run(builds)
+    results = hurried.runner.run(builds)
     assert kinds(results) == kinds(builds)
-    assert all(local.builder.build([matmul_candidate(4)])[0].ok for _ in range(2))
+    assert all(hurried.builder.build([matmul_candidate(4)])[0].ok for _ in range(2))
 
 
 def test_the_default_workers_have_no_fault_switch() -> None:
@@ -408,3 +426,22 @@ def test_results_become_database_records(local: Workers, tmp_path: Any) -> None:
     assert stored[None, TEST_CONFIG.repeat].run_times == results[0].run_times
     assert stored[None, 1].run_times == results[2].run_times
     assert "SIGSEGV" in (stored[ErrorKind.CRASHED, 0].error or "")
+
+
+def test_cold_weights_times_a_model_kernel_call_by_call_with_its_weights_evicted(
+    local: Workers,
+) -> None:
+    """With ``cold_weights``, a workload that marks constant weights (a model's kernel)
+    is timed in single calls, each after the weights were evicted from the caches;
+    without, in calibrated loops like any other."""
+    func = mark_layout_free(workload_from_spec(MATMUL), ["B"])
+    assert make_reference(func, None, seed=0).weights == (1,)
+    (build,) = local.builder.build([Candidate.make(func, Schedule(func).trace)])
+    measurer = Measurer(host="here")
+    config = MeasureConfig(repeat=4, min_repeat_ms=2.0)
+    cold = measurer.measure(build, dataclasses.replace(config, cold_weights=True))
+    assert cold.ok, cold.error
+    assert cold.number == 1 and len(cold.run_times) == 4
+    warm = measurer.measure(build, config)
+    assert warm.ok, warm.error
+    assert warm.number > 1
