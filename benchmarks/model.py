@@ -201,6 +201,7 @@ def task_rows(tasks: list[ModelTask], result: ModelTuneResult | None) -> list[di
                 "best_ms": None if best is None else best * 1e3,
                 "gflops": gflops,
                 "of_fma_peak": None if gflops is None or not peak else gflops / peak,
+                "stopped": None if state is None else state.stopped,
             }
         )
     return rows
@@ -300,6 +301,9 @@ def print_tasks(rows: list[dict[str, Any]]) -> None:
     rest = [row for row in rows if not row["worth_tuning"]]
     mflop = sum(row["mflop"] for row in rest)
     print(f"  and {len(rest)} memory-bound tasks ({mflop:.2f} MFLOP) on their default schedules")
+    for row in rows:
+        if row["stopped"]:
+            print(f"  stopped early: {row['kind']} after {row['trials']} trials: {row['stopped']}")
 
 
 def significant(value: Any) -> Any:

@@ -47,6 +47,13 @@ def add_commands(commands: Any) -> None:
         type=int_in_range(1),
         help="trials per round (default: 16, fewer for a budget too small to give each task one)",
     )
+    tune.add_argument(
+        "--stall-rounds",
+        type=int_in_range(0),
+        default=5,
+        help="a task whose best fell by less than 1%% over its last this many rounds gets "
+        "no more; the others get its trials (default: 5; 0: never stop a task)",
+    )
     tune.add_argument("--seed", type=int_in_range(0), default=0, help="seed of every choice")
     worker_arguments(tune)
     tune.set_defaults(run=run_tune_model)
@@ -86,7 +93,11 @@ def run_tune_model(url: str, args: argparse.Namespace) -> None:
     graph = _graph(args)
     tasks = extract_tasks(graph, args.target)
     options = ModelTuneOptions(
-        trials=args.trials, round_trials=args.round, scheduler=args.scheduler, seed=args.seed
+        trials=args.trials,
+        round_trials=args.round,
+        stall_rounds=args.stall_rounds or None,
+        scheduler=args.scheduler,
+        seed=args.seed,
     )
     kind, backend_options = backend_of(args)
     with db.create(url) as database, workers.create(kind, **backend_options) as backend:
@@ -122,7 +133,8 @@ def run_model(url: str, args: argparse.Namespace) -> None:
 
 
 def format_tasks(tasks: list[ModelTask], result: ModelTuneResult) -> str:
-    """A line per task (weight, GFLOPs, trials, best), then the model's estimate."""
+    """A line per task (weight, GFLOPs, trials, best), then the model's estimate and a
+    line per task that stopped getting trials before the budget was spent, with why."""
     lines = [f"{'task':40} {'weight':>6} {'MFLOP':>9} {'trials':>6} {'best ms':>9}"]
     progress = {p.task.task.workload_key: p.state for p in result.tasks}
     for task in tasks:
@@ -137,9 +149,15 @@ def format_tasks(tasks: list[ModelTask], result: ModelTuneResult) -> str:
             f"{task.kind[:40]:40} {task.weight:>6} {task.task.flop_count / 1e6:>9.2f} "
             f"{trials:>6} {best:>9}"
         )
+    retimed = f", {result.retimed} finalists re-timed side by side" if result.retimed else ""
     lines.append(
-        f"{result.trials} trials in {result.rounds} rounds, {result.wall_seconds:.1f} s; "
-        f"tuned tasks' estimated time {result.estimate_text()}"
+        f"{result.trials} trials in {result.rounds} rounds{retimed}, "
+        f"{result.wall_seconds:.1f} s; tuned tasks' estimated time {result.estimate_text()}"
+    )
+    lines.extend(
+        f"stopped early: {p.task.kind} after {p.state.trials} trials: {p.state.stopped}"
+        for p in result.tasks
+        if p.state.stopped
     )
     return "\n".join(lines)
 

@@ -13,16 +13,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from db import Database, Purpose
+from db import Database
 from tuner import scheduler
+from tuner.model_retime import retime_finalists
 from tuner.model_tasks import ModelTask, tuned_tasks
-from tuner.scheduler import TaskState
+from tuner.scheduler import TaskState, stop_reason
 from tuner.space_choice import choose_space
-from tuner.tune import TuneOptions, tune
+from tuner.tune import TuneOptions, search_records, tune
 from workers import Workers
 
-# Records read per page when counting a task's stored trials.
-PAGE = 1000
 # Trials of a round, unless the options say otherwise: one batch of the single-task loop.
 ROUND_TRIALS = 16
 
@@ -31,10 +30,18 @@ ROUND_TRIALS = 16
 class ModelTuneOptions:
     """``trials`` is the model's budget, stored trials included; each round gives one
     task ``round_trials`` of it (None: ``ROUND_TRIALS``, less when the budget would not
-    give every task a round of that size)."""
+    give every task a round of that size). A task whose best fell by less than
+    ``tuner.scheduler.MIN_GAIN`` over its last ``stall_rounds`` rounds gets no more: the
+    others get its trials (None: every task gets rounds until the budget is spent).
+    Once the budget is spent, each task's ``retime_top`` fastest schedules and its
+    default one are re-timed side by side, ``retime_rounds`` times (``tuner.model_retime``;
+    0: none), when the run measured anything."""
 
     trials: int = 2000
     round_trials: int | None = None
+    stall_rounds: int | None = 5
+    retime_top: int = 2
+    retime_rounds: int = 3
     scheduler: str = "gradient"
     tuner: str = "auto"
     seed: int = 0
@@ -45,6 +52,13 @@ class ModelTuneOptions:
                 f"trials and round_trials must be at least 1, got {self.trials} and "
                 f"{self.round_trials}"
             )
+        if self.retime_top < 0 or self.retime_rounds < 1:
+            raise ValueError(
+                f"retime_top must be at least 0 and retime_rounds at least 1, got "
+                f"{self.retime_top} and {self.retime_rounds}"
+            )
+        if self.stall_rounds is not None and self.stall_rounds < 1:
+            raise ValueError(f"stall_rounds must be at least 1 or None, got {self.stall_rounds}")
         scheduler.create(self.scheduler)
 
     def round_size(self, tasks: int) -> int:
@@ -62,9 +76,13 @@ class TaskProgress:
 
 @dataclass(frozen=True)
 class ModelTuneResult:
+    """The tasks' progress after ``rounds`` rounds; ``retimed``: how many finalists were
+    re-timed side by side at the end (``tuner.model_retime``)."""
+
     tasks: tuple[TaskProgress, ...]
     rounds: int
     wall_seconds: float
+    retimed: int = 0
 
     @property
     def trials(self) -> int:
@@ -131,17 +149,32 @@ def tune_model(
         )
         rounds += 1
         done = result.restored + result.measured
+        history = _with_best(states[k].history, done, database, chosen[k])
         states[k] = replace(
             states[k],
             trials=done,
-            history=_with_best(states[k].history, done, database, chosen[k]),
-            exhausted=result.stop_reason in ("space exhausted", "early stopping"),
+            history=history,
+            stopped=stop_reason(result.stop_reason, history, options.stall_rounds),
         )
         progress = _result(chosen, states, rounds, start)
         if on_round is not None:
             on_round(progress)
         if result.stop_reason in ("interrupted", "cancelled"):
-            break
+            return progress
+    if rounds and options.retime_top:
+        retimed = retime_finalists(
+            chosen,
+            database=database,
+            workers=workers,
+            top=options.retime_top,
+            rounds=options.retime_rounds,
+            job_id=job_id,
+        )
+        states = [
+            replace(state, history=_with_best(state.history, state.trials, database, task))
+            for state, task in zip(states, chosen, strict=True)
+        ]
+        return replace(_result(chosen, states, rounds, start), retimed=retimed)
     return _result(chosen, states, rounds, start)
 
 
@@ -165,20 +198,7 @@ def _stored_state(database: Database, task: ModelTask) -> TaskState:
 
 def _stored_traces(database: Database, task: ModelTask) -> set[str]:
     """The traces of the task the search measured (re-timings are not trials)."""
-    found: set[str] = set()
-    before = None
-    while True:
-        page = database.records(
-            task.task.workload_key,
-            task.task.target,
-            purpose=Purpose.SEARCH,
-            limit=PAGE,
-            before_id=before,
-        )
-        found.update(record.trace_hash for record in page)
-        if len(page) < PAGE:
-            return found
-        before = page[-1].id
+    return {record.trace_hash for record in search_records(database, task.task)}
 
 
 def _with_best(

@@ -190,7 +190,7 @@ def tune(
         )
     workers.runner.check_target(task.target)
     database.commit_workload(task.func, name=task.name, flop_count=task.flop_count)
-    stored = list(_stored_records(database, task))
+    stored = list(search_records(database, task))
     loop = _Loop(task, database, workers, progress, should_stop, job_id)
     baseline = _default_candidate(task) if options.baseline else None
     restored = _restored_count(space, stored)
@@ -424,7 +424,9 @@ def _retime(
     for k, record in enumerate(top):
         rounds_of_record = runs[k :: len(top)]
         if rounds_of_record and all(run.seconds is not None for run in rounds_of_record):
-            retimings.append(_retiming(record, rounds_of_record, job_id))
+            retimings.append(
+                retiming(record.workload_key, record.target, record.trace, rounds_of_record, job_id)
+            )
     database.commit_records(retimings)
     retimed = {m.trace: min(m.run_times) for m in retimings}
     ranked = []
@@ -453,13 +455,15 @@ def _unretimed_best(
     )
 
 
-def _retiming(record: TuningRecord, rounds: Sequence[RunResult], job_id: int | None) -> Measurement:
-    """A careful re-timing of a stored search measurement, as a record of its own (of
-    the job ``job_id``, when one made it)."""
+def retiming(
+    workload_key: str, target: str, trace: str, rounds: Sequence[RunResult], job_id: int | None
+) -> Measurement:
+    """A careful re-timing of a stored search measurement in ``rounds`` runs, as a
+    record of its own (of the job ``job_id``, when one made it)."""
     return Measurement.ok(
-        record.workload_key,
-        record.target,
-        record.trace,
+        workload_key,
+        target,
+        trace,
         [t for run in rounds for t in run.run_times],
         worker_host=rounds[0].worker_host,
         job_id=job_id,
@@ -467,7 +471,8 @@ def _retiming(record: TuningRecord, rounds: Sequence[RunResult], job_id: int | N
     )
 
 
-def _stored_records(database: Database, task: TuneTask) -> Iterator[TuningRecord]:
+def search_records(database: Database, task: TuneTask) -> Iterator[TuningRecord]:
+    """The task's search measurements (not its re-timings), newest first, page by page."""
     before: int | None = None
     while True:
         page = database.records(

@@ -12,6 +12,7 @@ import pytest
 from onnx_models import mlp, repeated_blocks, resnet_block, transformer_layer
 
 from compiler.graph import GraphModule, import_onnx
+from db import Purpose
 from tuner.model_tasks import extract_tasks
 from tuner.model_tune import ModelTuneOptions, ModelTuneResult, TaskProgress, tune_model
 from tuner.scheduler import TaskState
@@ -76,9 +77,21 @@ def test_a_budget_is_shared_by_the_tasks_resumed_and_the_tuned_model_is_right(
     assert result.trials == 24 and len(rounds) == result.rounds
     assert all(p.state.trials >= 4 for p in result.tasks)  # the warm-up reached each
     assert result.estimated_seconds is not None and result.estimated_seconds > 0
+    # Each task's two fastest and its default schedule re-timed side by side, and the
+    # estimate reads the re-timings.
+    retimed = database.records(purpose=Purpose.RETIME, limit=1000)
+    assert result.retimed == len(retimed) >= len(tuned)
+    for progress in result.tasks:
+        key, target = progress.task.task.workload_key, progress.task.task.target
+        own = [r for r in retimed if r.workload_key == key]
+        assert 1 <= len(own) <= 3
+        assert all(len(r.run_times) >= options.retime_rounds for r in own)
+        assert progress.state.best_seconds == database.best(key, target)[0].seconds
+        assert database.best(key, target)[0].purpose is Purpose.RETIME
 
     again = tune_model(tasks, database=database, workers=backend, options=options)
     assert again.rounds == 0 and again.trials == 24  # resumed: nothing left to measure
+    assert again.retimed == 0  # nor to re-time
 
     inputs = random_inputs(graph, rng)
     tuned_outputs = GraphModule(graph, database=database).run(**inputs).values()

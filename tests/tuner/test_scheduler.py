@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tuner import scheduler
-from tuner.scheduler import SchedulerError, TaskState
+from tuner.scheduler import SchedulerError, TaskState, stop_reason
 
 
 def test_round_robin_gives_the_round_to_the_task_with_fewest_trials() -> None:
@@ -13,7 +13,7 @@ def test_round_robin_gives_the_round_to_the_task_with_fewest_trials() -> None:
     states = [TaskState(weight=1, trials=32), TaskState(weight=5, trials=16)]
     assert rr.next_task(states) == 1
     assert rr.next_task([TaskState(1, 16), TaskState(1, 16)]) == 0
-    assert rr.next_task([TaskState(1, 16, exhausted=True), TaskState(1, 48)]) == 1
+    assert rr.next_task([TaskState(1, 16, stopped="space exhausted"), TaskState(1, 48)]) == 1
 
 
 def test_gradient_warms_up_every_task_before_comparing_them() -> None:
@@ -41,7 +41,7 @@ def test_gradient_prefers_a_task_still_improving_over_one_that_stalled() -> None
 
 
 def test_no_task_is_chosen_when_every_space_is_exhausted() -> None:
-    done = [TaskState(1, 8, ((8, 1e-3),), exhausted=True)]
+    done = [TaskState(1, 8, ((8, 1e-3),), stopped="space exhausted")]
     for kind in scheduler.KINDS:
         assert scheduler.create(kind).next_task(done) is None
 
@@ -65,3 +65,25 @@ def test_gradient_tunes_a_slower_algorithm_only_while_it_may_overtake_the_fastes
     assert gradient.gradient(far_behind, {"conv": 1e-3}) == 0.0
     close = TaskState(weight=2, trials=4, history=((4, 1.1e-3),), choice="conv")
     assert gradient.gradient(close, {"conv": 1e-3}) < 0.0
+
+
+def test_a_task_whose_best_stopped_falling_is_stopped_with_the_reason() -> None:
+    """The best after each round: a task stops once its last ``stall_rounds`` rounds
+    took less than MIN_GAIN off it, and keeps going while they took more."""
+    steady = ((16, 1.0e-3), (32, 0.995e-3), (48, 0.992e-3))
+    assert stop_reason("budget spent", steady, 2) == (
+        "its best fell by less than 1% in its last 2 rounds"
+    )
+    assert stop_reason("budget spent", steady, 3) == ""  # not yet 3 rounds to judge
+    assert stop_reason("budget spent", steady, None) == ""
+    falling = ((16, 1.0e-3), (32, 0.99e-3), (48, 0.95e-3))
+    assert stop_reason("budget spent", falling, 2) == ""
+    assert stop_reason("budget spent", falling[:2], 1) == ""  # 1 % exactly is a gain
+    assert stop_reason("space exhausted", falling, 2) == "space exhausted"
+
+
+def test_a_stopped_task_gives_its_rounds_to_the_others() -> None:
+    stopped = TaskState(8, 64, ((64, 9e-3),), stopped="its best fell by less than 1%")
+    light = TaskState(1, 64, ((64, 1e-3),))
+    for kind in scheduler.KINDS:
+        assert scheduler.create(kind).next_task([stopped, light]) == 1

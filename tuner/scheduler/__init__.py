@@ -7,7 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from tuner.scheduler.base import SchedulerError, TaskScheduler, TaskState
+from tuner.scheduler.base import (
+    MIN_GAIN,
+    SchedulerError,
+    TaskScheduler,
+    TaskState,
+    stop_reason,
+)
 from tuner.scheduler.gradient import GradientScheduler
 from tuner.scheduler.round_robin import RoundRobin
 
@@ -20,4 +26,12 @@ def create(kind: str, **options: Any) -> TaskScheduler:
     return KINDS[kind](**options)
 
 
-__all__ = ["KINDS", "SchedulerError", "TaskScheduler", "TaskState", "create"]
+__all__ = [
+    "KINDS",
+    "MIN_GAIN",
+    "SchedulerError",
+    "TaskScheduler",
+    "TaskState",
+    "create",
+    "stop_reason",
+]

@@ -14,18 +14,24 @@ class SchedulerError(ValueError):
     """An unknown scheduler kind or an option out of range."""
 
 
+# A task keeps getting rounds while its best falls by at least this share over its last
+# few rounds (``stop_reason``); less is within the timing's noise.
+MIN_GAIN = 0.01
+
+
 @dataclass(frozen=True)
 class TaskState:
     """One task as the scheduler sees it: ``weight`` (how often its workload occurs in
     the model), the trials done, the best seconds after each round as (trials, seconds)
-    pairs (none before its first success), and whether its space is ``exhausted``.
+    pairs (none before its first success), and why it gets no more trials: ``stopped``
+    (its space is exhausted, or its best stopped falling), empty while it gets them.
     Tasks with the same non-empty ``choice`` are algorithms of one operator (a direct
     and a Winograd convolution): the model runs only the fastest of them."""
 
     weight: int
     trials: int
     history: tuple[tuple[int, float], ...] = ()
-    exhausted: bool = False
+    stopped: str = ""
     choice: str = ""
 
     @property
@@ -50,4 +56,20 @@ class TaskScheduler(abc.ABC):
 
 
 def open_tasks(states: Sequence[TaskState]) -> list[int]:
-    return [k for k, state in enumerate(states) if not state.exhausted]
+    return [k for k, state in enumerate(states) if not state.stopped]
+
+
+def stop_reason(
+    round_stop: str, history: tuple[tuple[int, float], ...], stall_rounds: int | None
+) -> str:
+    """Why a task gets no more rounds after one that ended with ``round_stop`` (the
+    single-task loop's reason), given its best after each round: its space is spent, or
+    its best fell by less than ``MIN_GAIN`` over its last ``stall_rounds`` rounds (never
+    with None). Empty when it goes on."""
+    if round_stop in ("space exhausted", "early stopping"):
+        return round_stop
+    if stall_rounds is not None and len(history) > stall_rounds:
+        then, now = history[-1 - stall_rounds][1], history[-1][1]
+        if now > then * (1 - MIN_GAIN):
+            return f"its best fell by less than {MIN_GAIN:.0%} in its last {stall_rounds} rounds"
+    return ""

@@ -1,0 +1,84 @@
+"""Re-timing a tuned model's finalists side by side.
+
+On a small shared machine a kernel's speed changes for seconds at a time: with a
+virtual CPU taken away, a parallel kernel runs at half its speed. A model's tasks are
+tuned over many minutes, so two schedules measured minutes apart (a task's default and
+its searched best, or a direct convolution and its Winograd form) compare the
+machine's moments as much as the schedules. On ResNet-18 (300 trials, 2 vCPUs) the
+search's bests differed from a later measurement by up to twice, both ways, and the
+model built from them ran slower than on its default schedules.
+
+So once the budget is spent, each task's fastest few search measurements and its
+default schedule are measured again, every task's in one batch, in rounds: a round
+measures each finalist once, so a slow stretch slows one round of many schedules
+rather than every round of one, and each keeps its fastest. The re-timings are stored
+as re-timing records, which rank ahead of search measurements (``Database.best``): the
+model's build, and its choice between an operator's algorithms, read them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from compiler.codegen.targets import target_kind
+from compiler.schedule.default import schedule_by_default
+from compiler.workload.key import workload_to_json
+from db import Database, Purpose
+from tuner.model_tasks import ModelTask
+from tuner.tune import retiming, search_records
+from workers import Candidate, Workers
+
+
+def retime_finalists(
+    tasks: Sequence[ModelTask],
+    *,
+    database: Database,
+    workers: Workers,
+    top: int,
+    rounds: int,
+    job_id: int | None = None,
+) -> int:
+    """Measure each task's ``top`` fastest search measurements and its default schedule
+    (on a CPU, where it was measured) ``rounds`` more times, all tasks' in each round
+    (each finalist built once), and store each finalist whose every round succeeded as
+    a re-timing record (of the job ``job_id``, when one runs it). Returns how many were
+    stored."""
+    finalists: list[Candidate] = []
+    keys: list[str] = []
+    for task in tasks:
+        traces = [
+            record.trace
+            for record in database.best(
+                task.task.workload_key, task.task.target, k=top, purpose=Purpose.SEARCH
+            )
+        ]
+        default = _stored_default(task, database)
+        if default is not None and default not in traces:
+            traces.append(default)
+        workload = workload_to_json(task.task.func)
+        finalists.extend(
+            Candidate(workload, trace, task.task.target, task.task.spec) for trace in traces
+        )
+        keys.extend(task.task.workload_key for _ in traces)
+    if not finalists:
+        return 0
+    builds = workers.builder.build(finalists)
+    runs = workers.runner.run([build for _ in range(rounds) for build in builds])
+    retimings = []
+    for k, (candidate, key) in enumerate(zip(finalists, keys, strict=True)):
+        own = runs[k :: len(finalists)]
+        if own and all(run.seconds is not None for run in own):
+            retimings.append(retiming(key, candidate.target, candidate.trace, own, job_id))
+    return database.commit_records(retimings)
+
+
+def _stored_default(task: ModelTask, database: Database) -> str | None:
+    """The trace of the task's default schedule, when the search measured it (the first
+    trial of a CPU task) and it succeeded."""
+    if target_kind(task.task.target) != "llvm":
+        return None
+    wanted = schedule_by_default(task.task.func, target=task.task.target).trace.structural_hash
+    for record in search_records(database, task.task):
+        if record.trace_hash == wanted:
+            return record.trace if record.seconds is not None else None
+    return None
