@@ -159,7 +159,14 @@ def tuned(
         url = f"sqlite:///{os.path.join(folder, 'tune.db')}"
         with db.create(url) as database, workers.create("local") as backend:
             result = tune_model(
-                tasks, database=database, workers=backend, options=options, on_round=progress
+                tasks,
+                database=database,
+                workers=backend,
+                options=options,
+                on_round=progress,
+                on_retime=lambda count: print(
+                    f"{name}: re-timing {count} finalists side by side", file=sys.stderr
+                ),
             )
             module = GraphModule(graph, database=database, conv_block=conv_block)
     return result, check(module)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +103,12 @@ def run_tune_model(url: str, args: argparse.Namespace) -> None:
     kind, backend_options = backend_of(args)
     with db.create(url) as database, workers.create(kind, **backend_options) as backend:
         result = tune_model(
-            tasks, database=database, workers=backend, options=options, on_round=_print_round
+            tasks,
+            database=database,
+            workers=backend,
+            options=options,
+            on_round=_print_round,
+            on_retime=partial(_print_retiming, rounds=options.retime_rounds),
         )
     print(format_tasks(tasks, result))
 
@@ -168,6 +174,10 @@ def _print_round(result: ModelTuneResult) -> None:
         file=sys.stderr,
         flush=True,
     )
+
+
+def _print_retiming(count: int, *, rounds: int) -> None:
+    print(f"re-timing {count} finalists side by side, {rounds} rounds", file=sys.stderr, flush=True)
 
 
 def _check_destinations(args: argparse.Namespace) -> None:

@@ -19,6 +19,7 @@ model's build, and its choice between an operator's algorithms, read them.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from compiler.codegen.targets import target_kind
 from compiler.schedule.default import schedule_by_default
@@ -29,22 +30,18 @@ from tuner.tune import retiming, search_records
 from workers import Candidate, Workers
 
 
-def retime_finalists(
-    tasks: Sequence[ModelTask],
-    *,
-    database: Database,
-    workers: Workers,
-    top: int,
-    rounds: int,
-    job_id: int | None = None,
-) -> int:
-    """Measure each task's ``top`` fastest search measurements and its default schedule
-    (on a CPU, where it was measured) ``rounds`` more times, all tasks' in each round
-    (each finalist built once), and store each finalist whose every round succeeded as
-    a re-timing record (of the job ``job_id``, when one runs it). Returns how many were
-    stored."""
-    finalists: list[Candidate] = []
-    keys: list[str] = []
+@dataclass(frozen=True)
+class Finalist:
+    """A schedule to re-time: its candidate and its workload's key."""
+
+    workload_key: str
+    candidate: Candidate
+
+
+def finalists(tasks: Sequence[ModelTask], database: Database, top: int) -> list[Finalist]:
+    """Each task's ``top`` fastest search measurements and its default schedule (on a
+    CPU, where the search measured it and it succeeded)."""
+    found: list[Finalist] = []
     for task in tasks:
         traces = [
             record.trace
@@ -56,19 +53,39 @@ def retime_finalists(
         if default is not None and default not in traces:
             traces.append(default)
         workload = workload_to_json(task.task.func)
-        finalists.extend(
-            Candidate(workload, trace, task.task.target, task.task.spec) for trace in traces
+        found.extend(
+            Finalist(
+                task.task.workload_key,
+                Candidate(workload, trace, task.task.target, task.task.spec),
+            )
+            for trace in traces
         )
-        keys.extend(task.task.workload_key for _ in traces)
-    if not finalists:
+    return found
+
+
+def retime_finalists(
+    chosen: Sequence[Finalist],
+    *,
+    database: Database,
+    workers: Workers,
+    rounds: int,
+    job_id: int | None = None,
+) -> int:
+    """Measure every finalist ``rounds`` more times, all of them in each round (each
+    built once), and store each whose every round succeeded as a re-timing record (of
+    the job ``job_id``, when one runs it). Returns how many were stored."""
+    if not chosen:
         return 0
-    builds = workers.builder.build(finalists)
+    builds = workers.builder.build([finalist.candidate for finalist in chosen])
     runs = workers.runner.run([build for _ in range(rounds) for build in builds])
     retimings = []
-    for k, (candidate, key) in enumerate(zip(finalists, keys, strict=True)):
-        own = runs[k :: len(finalists)]
+    for k, finalist in enumerate(chosen):
+        own = runs[k :: len(chosen)]
         if own and all(run.seconds is not None for run in own):
-            retimings.append(retiming(key, candidate.target, candidate.trace, own, job_id))
+            candidate = finalist.candidate
+            retimings.append(
+                retiming(finalist.workload_key, candidate.target, candidate.trace, own, job_id)
+            )
     return database.commit_records(retimings)
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from db import Database
 from tuner import scheduler
-from tuner.model_retime import retime_finalists
+from tuner.model_retime import finalists, retime_finalists
 from tuner.model_tasks import ModelTask, tuned_tasks
 from tuner.scheduler import TaskState, stop_reason
 from tuner.space_choice import choose_space
@@ -116,13 +116,14 @@ def tune_model(
     workers: Workers,
     options: ModelTuneOptions | None = None,
     on_round: Callable[[ModelTuneResult], None] | None = None,
+    on_retime: Callable[[int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     job_id: int | None = None,
 ) -> ModelTuneResult:
     """Tune the tasks worth tuning until the budget is spent, every space is exhausted
     or ``should_stop`` says so (asked after each batch); ``on_round`` sees the
-    progress after each round. Measurements are stored as made by the job ``job_id``,
-    when one is given."""
+    progress after each round, ``on_retime`` the number of finalists before they are
+    re-timed. Measurements are stored as made by the job ``job_id``, when one is given."""
     options = options or ModelTuneOptions()
     start = time.monotonic()
     chosen = tuned_tasks(tasks)
@@ -162,11 +163,13 @@ def tune_model(
         if result.stop_reason in ("interrupted", "cancelled"):
             return progress
     if rounds and options.retime_top:
+        chosen_finalists = finalists(chosen, database, options.retime_top)
+        if on_retime is not None:
+            on_retime(len(chosen_finalists))
         retimed = retime_finalists(
-            chosen,
+            chosen_finalists,
             database=database,
             workers=workers,
-            top=options.retime_top,
             rounds=options.retime_rounds,
             job_id=job_id,
         )

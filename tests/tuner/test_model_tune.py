@@ -129,6 +129,7 @@ def test_tune_model_and_run_from_the_command_line(rng, tmp_path) -> None:
     )
     assert tuned.returncode == 0, tuned.stderr
     assert "8 trials in 2 rounds" in tuned.stdout
+    assert "finalists side by side, 3 rounds" in tuned.stderr  # said before it starts
     files = ["--inputs", str(tmp_path / "x.npz"), "--output", str(tmp_path / "y.npz")]
     files += ["--export", str(tmp_path / "compiled")]
     ran = subprocess.run(
