@@ -21,12 +21,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from compiler.codegen.targets import target_kind
-from compiler.schedule.default import schedule_by_default
 from compiler.workload.key import workload_to_json
 from db import Database, Purpose
 from tuner.model_tasks import ModelTask
-from tuner.tune import retiming, search_records
+from tuner.tune import default_candidate, retiming, search_records
 from workers import Candidate, Workers
 
 
@@ -92,10 +90,10 @@ def retime_finalists(
 def _stored_default(task: ModelTask, database: Database) -> str | None:
     """The trace of the task's default schedule, when the search measured it (the first
     trial of a CPU task) and it succeeded."""
-    if target_kind(task.task.target) != "llvm":
+    default = default_candidate(task.task)
+    if default is None:
         return None
-    wanted = schedule_by_default(task.task.func, target=task.task.target).trace.structural_hash
     for record in search_records(database, task.task):
-        if record.trace_hash == wanted:
+        if record.trace_hash == default.trace_hash:
             return record.trace if record.seconds is not None else None
     return None

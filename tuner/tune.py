@@ -192,7 +192,7 @@ def tune(
     database.commit_workload(task.func, name=task.name, flop_count=task.flop_count)
     stored = list(search_records(database, task))
     loop = _Loop(task, database, workers, progress, should_stop, job_id)
-    baseline = _default_candidate(task) if options.baseline else None
+    baseline = default_candidate(task) if options.baseline else None
     restored = _restored_count(space, stored)
     if baseline is not None and baseline.trace_hash in {r.trace_hash for r in stored}:
         restored += 1
@@ -236,7 +236,7 @@ def tune(
     )
 
 
-def _default_candidate(task: TuneTask) -> TraceCandidate | None:
+def default_candidate(task: TuneTask) -> TraceCandidate | None:
     """The default schedule of a CPU task as a candidate: what a build runs before any
     record exists. Measured first, it is the bar every searched schedule must clear,
     so a tuned build is never slower than an untuned one (a few random trials of a
