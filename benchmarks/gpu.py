@@ -31,6 +31,7 @@ os.environ["CUPY_TF32"] = "0"  # before cupy is imported: fp32 GEMM without tens
 import numpy as np  # noqa: E402
 
 from compiler.runtime import cuda_driver  # noqa: E402
+from tuner.progress import Progress  # noqa: E402
 from tuner.task import TuneTask  # noqa: E402
 
 sys.path.append(_HERE)
@@ -91,7 +92,10 @@ def bench(name: str, spec: dict[str, Any], target: str, args: argparse.Namespace
     shapes = [tuple(int(d) for d in p.shape) for p in task.func.params]  # type: ignore[attr-defined]
     arrays = [rng.standard_normal(s, dtype=np.float32) for s in shapes]
     started = time.monotonic()
-    result, module = tune_from_scratch(task, trials=args.trials, seed=0, space="template")
+    progress = Progress(args.trials, label=name)
+    result, module = tune_from_scratch(
+        task, trials=args.trials, seed=0, space="template", progress=progress
+    )
     tune_seconds = time.monotonic() - started
     out = [a.copy() for a in arrays]
     module(*out)

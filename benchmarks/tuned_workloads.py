@@ -11,6 +11,7 @@ import tempfile
 import compiler
 import workers
 from db import SQLDatabase
+from tuner.progress import Progress
 from tuner.space import Space
 from tuner.space_choice import choose_space
 from tuner.task import TuneTask
@@ -38,6 +39,7 @@ def tune_from_scratch(
     seed: int,
     space: Space | str = "auto",
     tuner: str = "xgb",
+    progress: Progress | None = None,
 ) -> tuple[TuneResult, compiler.runtime.Module]:
     """``task`` tuned with the local workers into a temporary database, over ``space``
     (or the space it names: ``tuner.space_choice``) with the search ``tuner``, and the
@@ -51,5 +53,12 @@ def tune_from_scratch(
         url = f"sqlite:///{os.path.join(folder, 'tune.db')}"
         with SQLDatabase(url) as database, workers.create("local") as backend:
             options = TuneOptions(trials=trials, seed=seed, tuner=tuner, baseline=False)
-            result = tune(task, database=database, workers=backend, options=options, space=chosen)
+            result = tune(
+                task,
+                database=database,
+                workers=backend,
+                options=options,
+                space=chosen,
+                progress=progress,
+            )
             return result, compiler.build(task.func, target=task.target, database=database)
