@@ -100,6 +100,31 @@ def test_it_finds_the_known_best_for_several_seeds_and_beats_random(
     assert np.mean(evolved) < 0.5 * np.mean(randomly), (evolved, randomly)
 
 
+def test_after_its_warmup_an_ask_replays_only_the_points_it_shortlists(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The generations are scored on the decisions alone; only the shortlist that the
+    program's model ranks (and the batch's random share) is replayed, not the hundred
+    and more points the generations meet."""
+    space, replay, _ = hidden_best_space()
+    strategy = search.create("evolutionary", space=space, max_trials=64, batch_size=8, seed=2)
+    warmup = strategy.generate_measure_candidates()
+    assert warmup is not None
+    strategy.notify_runner_results(warmup, replay.measure(warmup))
+    replayed: set[Decisions] = set()
+    replay_point = space.candidate
+
+    def counted(decisions: Decisions) -> TraceCandidate:
+        replayed.add(decisions)
+        return replay_point(decisions)
+
+    monkeypatch.setattr(space, "candidate", counted)
+    batch = strategy.generate_measure_candidates()
+    assert batch is not None and len(batch) == 8
+    new = replayed - {o.decisions for o in strategy.history}
+    assert len(new) <= (evolutionary.CONFIRMED_PER_CANDIDATE + 1) * 8, len(new)
+
+
 @pytest.mark.parametrize("kind", ["template", "trace"])
 def test_exact_batches_no_trace_twice_and_nothing_restored_proposed(kind: str) -> None:
     if kind == "template":

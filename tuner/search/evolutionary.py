@@ -13,13 +13,24 @@ Each ask, in order:
 1. until ``warmup`` candidates ran (and no transfer records were given), propose
    nothing: the base class measures at random, and the model has nothing to learn;
 2. fit the cost model on every observation and the transfer records;
-3. the first population: the fastest points measured so far and random legal ones;
-4. each of ``generations`` times: score the population with the model, draw
-   parents with probability proportional to their predicted throughput, mutate
-   each into a child, and keep the legal children not met before;
+3. the first population: the fastest points measured so far and random ones;
+4. each of ``generations`` times: score the population, draw parents with
+   probability proportional to their predicted throughput, mutate each into a
+   child, and keep the children not met before;
 5. propose the best-scored unvisited points met in any generation, except a
    share ``epsilon`` of random points, so regions the model wrongly thinks poor
    still get measured.
+
+Scoring a point with the program's features needs its candidate, a replay of its
+trace that costs tens of milliseconds for a blocked convolution, and generations
+of a population meet a few hundred points an ask. So once the search has its own
+measurements, the generations are scored by a second model on the decisions alone
+(``DecisionFeatures``, microseconds a point; AutoTVM's knob features), trained on
+the same observations, and only the best ``CONFIRMED_PER_CANDIDATE`` points per
+candidate wanted are replayed and ranked by the program's model: about a fifth of
+the replays. A search that has only other workloads' records (transfer) scores
+every generation with the program's model, as the decisions of another space
+mean nothing here.
 """
 
 from __future__ import annotations
@@ -31,11 +42,12 @@ from typing import Any
 import numpy as np
 
 from compiler.schedule import ScheduleError
+from tuner import cost_model
 from tuner.cost_model.base import CostModel
-from tuner.cost_model.features import FeatureExtractor
+from tuner.cost_model.features import DecisionFeatures, FeatureExtractor
 from tuner.search import mutators
 from tuner.search.base import SearchError
-from tuner.search.model_guided import ModelGuidedSearch
+from tuner.search.model_guided import ModelGuidedSearch, log_targets
 from tuner.space.base import Decisions, Space
 
 # The features the model reads unless told otherwise: the program's, under 1 ms a point on top
@@ -50,6 +62,9 @@ POPULATION_PER_CANDIDATE = 2
 MIN_POPULATION = 32
 # Draws per point wanted before a converged population (or a small space) stops.
 ATTEMPTS_PER_POINT = 4
+# The points per candidate wanted that the decision model's ranking sends to be
+# replayed and ranked by the program's model.
+CONFIRMED_PER_CANDIDATE = 2
 
 
 class EvolutionarySearch(ModelGuidedSearch):
@@ -88,15 +103,44 @@ class EvolutionarySearch(ModelGuidedSearch):
         self.generations = generations
         self.elites = elites
         self.mutation = mutators.mix(mutation_probabilities)
+        self._screen_features = DecisionFeatures()
+        self._screen_model = cost_model.create("xgb", random_state=self.seed)
 
     def _propose(self, count: int) -> Iterator[Decisions]:
         if not self._model_ready():
             return
         self._fit()
         size = self._population(count)
-        scored = self._evolve(self._initial_population(size), size)
+        if self._fit_screen():
+            met = self._evolve(self._initial_population(size, legal=False), size, screened=True)
+            scored = self._confirmed(met, CONFIRMED_PER_CANDIDATE * count)
+        else:
+            scored = self._evolve(self._initial_population(size), size, screened=False)
         ranked = sorted(scored, key=lambda point: -scored[point])
         yield from self._with_exploration([p for p in ranked if not self.is_visited(p)], count)
+
+    def _fit_screen(self) -> bool:
+        """Train the decision model on this search's own observations; False (and
+        nothing trained) before ``warmup`` of them ran."""
+        if sum(o.seconds is not None for o in self.history) < max(1, self.warmup):
+            return False
+        points = [o.decisions for o in self.history]
+        throughputs = np.array([self.throughput(o.seconds) for o in self.history])
+        self._screen_model.fit(
+            self._screen_features.transform(self.space, points), log_targets(throughputs)
+        )
+        return True
+
+    def _confirmed(self, met: dict[Decisions, float], wanted: int) -> dict[Decisions, float]:
+        """Up to ``wanted`` of the unvisited points ``met`` in the generations, best by
+        the decision model first, that replay, each with the program model's score."""
+        legal: list[Decisions] = []
+        for point in sorted(met, key=lambda p: -met[p]):
+            if len(legal) >= wanted:
+                break
+            if not self.is_visited(point) and self._legal(point):
+                legal.append(point)
+        return dict(zip(legal, self._predict(legal).tolist(), strict=True))
 
     def _population(self, count: int) -> int:
         """The points per generation when ``count`` candidates are wanted."""
@@ -104,39 +148,58 @@ class EvolutionarySearch(ModelGuidedSearch):
             return self.population_size
         return min(POPULATION_SIZE, max(MIN_POPULATION, POPULATION_PER_CANDIDATE * count))
 
-    def _initial_population(self, size: int) -> list[Decisions]:
-        """The ``elites`` fastest points measured, then random legal unvisited points up
-        to ``size`` (fewer when the space has not that many left)."""
+    def _initial_population(self, size: int, *, legal: bool = True) -> list[Decisions]:
+        """The ``elites`` fastest points measured, then random unvisited points (that
+        replay, when ``legal``) up to ``size`` (fewer when the space has not that many
+        left)."""
         population = dict.fromkeys(o.decisions for o in self.measured()[: self.elites])
         for _ in range(ATTEMPTS_PER_POINT * size):
             if len(population) >= size:
                 break
             point = self.space.random_decisions(self.rng)
-            if self._fresh(point, population) and self._legal(point):
+            if self._fresh(point, population) and (not legal or self._legal(point)):
                 population[point] = None
         return list(population)
 
-    def _evolve(self, population: list[Decisions], size: int) -> dict[Decisions, float]:
-        """Every point the generations met, with the model's score of it."""
+    def _evolve(
+        self, population: list[Decisions], size: int, *, screened: bool
+    ) -> dict[Decisions, float]:
+        """Every point the generations met, with its score: by the decision model when
+        ``screened`` (no point is replayed), else by the program's model (every child
+        is replayed, and the illegal ones left out)."""
         scored: dict[Decisions, float] = {}
         for _ in range(self.generations):
-            scores = self._score(population, scored)
-            population = self._children(population, scores, size, scored)
-        self._score(population, scored)
+            scores = self._score(population, scored, screened)
+            population = self._children(population, scores, size, scored, legal=not screened)
+        self._score(population, scored, screened)
         return scored
 
-    def _score(self, population: list[Decisions], scored: dict[Decisions, float]) -> np.ndarray:
+    def _score(
+        self, population: list[Decisions], scored: dict[Decisions, float], screened: bool
+    ) -> np.ndarray:
         """The model's score of each point of ``population``, also noted in ``scored``."""
-        scores = self._predict(population)
+        if not screened:
+            scores = self._predict(population)
+        elif population:
+            rows = self._screen_features.transform(self.space, population)
+            scores = self._screen_model.predict(rows)
+        else:
+            scores = np.zeros(0)
         scored.update(zip(population, scores.tolist(), strict=True))
         return scores
 
     def _children(
-        self, parents: list[Decisions], scores: np.ndarray, size: int, met: Mapping[Decisions, Any]
+        self,
+        parents: list[Decisions],
+        scores: np.ndarray,
+        size: int,
+        met: Mapping[Decisions, Any],
+        *,
+        legal: bool,
     ) -> list[Decisions]:
-        """Up to ``size`` legal children not in ``met`` nor visited, each a mutation of
-        a parent drawn with probability proportional to its predicted throughput (the
-        scores are log throughputs)."""
+        """Up to ``size`` children (that replay, when ``legal``) not in ``met`` nor
+        visited, each a mutation of a parent drawn with probability proportional to its
+        predicted throughput (the scores are log throughputs)."""
         if not parents:
             return []
         weights = np.exp(scores - scores.max())
@@ -148,7 +211,7 @@ class EvolutionarySearch(ModelGuidedSearch):
             parent = self.rng.choices(parents, cum_weights=cumulative)[0]
             child = self.mutation.mutated(self.space, parent, self.rng)
             if child is not None and child not in met and self._fresh(child, children):
-                if self._legal(child):
+                if not legal or self._legal(child):
                     children[child] = None
         return list(children)
 
