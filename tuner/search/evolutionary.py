@@ -51,10 +51,11 @@ from tuner.search.model_guided import ModelGuidedSearch, log_targets
 from tuner.space.base import Decisions, Space
 
 # The features the model reads unless told otherwise: the program's, under 1 ms a point on top
-# of making its candidate, which evolution does anyway.
+# of making its candidate, which the search does anyway for the points it shortlists.
 DEFAULT_FEATURES = "program"
 # The largest population the default sizing gives; MetaSchedule's CPU default is 2048,
-# but each point here is replayed in Python (about 10 ms for a knob template).
+# but a search with only transfer records replays each point in Python (about 10 ms
+# for a knob template, tens for a blocked convolution of a generated space).
 POPULATION_SIZE = 512
 # The default population per candidate a batch wants, and its floor: the search's
 # own time grows with the batch, as the measuring time does.
