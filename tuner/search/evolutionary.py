@@ -36,7 +36,7 @@ mean nothing here.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Container, Iterator, Mapping
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -112,25 +112,28 @@ class EvolutionarySearch(ModelGuidedSearch):
             return
         self._fit()
         size = self._population(count)
-        if self._fit_screen():
-            met = self._evolve(self._initial_population(size, legal=False), size, screened=True)
+        if self._warmed_up():
+            self._fit_screen()
+            population = self._initial_population(size, legal=False)
+            met = self._evolve(population, size, self._screen_predict, legal=False)
             scored = self._confirmed(met, CONFIRMED_PER_CANDIDATE * count)
         else:
-            scored = self._evolve(self._initial_population(size), size, screened=False)
+            population = self._initial_population(size, legal=True)
+            scored = self._evolve(population, size, self._predict, legal=True)
         ranked = sorted(scored, key=lambda point: -scored[point])
         yield from self._with_exploration([p for p in ranked if not self.is_visited(p)], count)
 
-    def _fit_screen(self) -> bool:
-        """Train the decision model on this search's own observations; False (and
-        nothing trained) before ``warmup`` of them ran."""
-        if sum(o.seconds is not None for o in self.history) < max(1, self.warmup):
-            return False
-        points = [o.decisions for o in self.history]
-        throughputs = np.array([self.throughput(o.seconds) for o in self.history])
-        self._screen_model.fit(
-            self._screen_features.transform(self.space, points), log_targets(throughputs)
-        )
-        return True
+    def _fit_screen(self) -> None:
+        """Train the decision model on this search's own observations."""
+        points, throughputs = self._observed()
+        rows = self._screen_features.transform(self.space, points)
+        self._screen_model.fit(rows, log_targets(throughputs))
+
+    def _screen_predict(self, points: Sequence[Decisions]) -> np.ndarray:
+        """The decision model's score of each point (larger is faster)."""
+        if not points:
+            return np.zeros(0)
+        return self._screen_model.predict(self._screen_features.transform(self.space, points))
 
     def _confirmed(self, met: dict[Decisions, float], wanted: int) -> dict[Decisions, float]:
         """Up to ``wanted`` of the unvisited points ``met`` in the generations, best by
@@ -149,7 +152,7 @@ class EvolutionarySearch(ModelGuidedSearch):
             return self.population_size
         return min(POPULATION_SIZE, max(MIN_POPULATION, POPULATION_PER_CANDIDATE * count))
 
-    def _initial_population(self, size: int, *, legal: bool = True) -> list[Decisions]:
+    def _initial_population(self, size: int, *, legal: bool) -> list[Decisions]:
         """The ``elites`` fastest points measured, then random unvisited points (that
         replay, when ``legal``) up to ``size`` (fewer when the space has not that many
         left)."""
@@ -163,31 +166,22 @@ class EvolutionarySearch(ModelGuidedSearch):
         return list(population)
 
     def _evolve(
-        self, population: list[Decisions], size: int, *, screened: bool
+        self,
+        population: list[Decisions],
+        size: int,
+        predict: Callable[[Sequence[Decisions]], np.ndarray],
+        *,
+        legal: bool,
     ) -> dict[Decisions, float]:
-        """Every point the generations met, with its score: by the decision model when
-        ``screened`` (no point is replayed), else by the program's model (every child
-        is replayed, and the illegal ones left out)."""
+        """Every point the generations met, with its score by ``predict``; when
+        ``legal``, every child is replayed and the illegal ones left out."""
         scored: dict[Decisions, float] = {}
         for _ in range(self.generations):
-            scores = self._score(population, scored, screened)
-            population = self._children(population, scores, size, scored, legal=not screened)
-        self._score(population, scored, screened)
+            scores = predict(population)
+            scored.update(zip(population, scores.tolist(), strict=True))
+            population = self._children(population, scores, size, scored, legal=legal)
+        scored.update(zip(population, predict(population).tolist(), strict=True))
         return scored
-
-    def _score(
-        self, population: list[Decisions], scored: dict[Decisions, float], screened: bool
-    ) -> np.ndarray:
-        """The model's score of each point of ``population``, also noted in ``scored``."""
-        if not screened:
-            scores = self._predict(population)
-        elif population:
-            rows = self._screen_features.transform(self.space, population)
-            scores = self._screen_model.predict(rows)
-        else:
-            scores = np.zeros(0)
-        scored.update(zip(population, scores.tolist(), strict=True))
-        return scores
 
     def _children(
         self,

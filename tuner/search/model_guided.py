@@ -103,16 +103,24 @@ class ModelGuidedSearch(SearchStrategy):
 
     def _model_ready(self) -> bool:
         """Whether there is something to fit: ``warmup`` measurements or transfer records."""
+        return self._warmed_up() or bool(self._transfer)
+
+    def _warmed_up(self) -> bool:
+        """Whether ``warmup`` of this search's own candidates were measured."""
         observed = sum(o.seconds is not None for o in self.history)
-        return observed >= max(1, self.warmup) or bool(self._transfer)
+        return observed >= max(1, self.warmup)
+
+    def _observed(self) -> tuple[list[Decisions], np.ndarray]:
+        """Every point this search observed and its throughput (0 for a failure)."""
+        points = [o.decisions for o in self.history]
+        return points, np.array([self.throughput(o.seconds) for o in self.history])
 
     def _fit(self) -> float:
         """Train the model on every observation and the transfer records; returns the
         spread (standard deviation) of its targets, a natural unit of score."""
         groups = list(self._transfer)
         if self.history:
-            points = [o.decisions for o in self.history]
-            own = np.array([self.throughput(o.seconds) for o in self.history])
+            points, own = self._observed()
             groups.append((self.extractor.transform(self.space, points), own))
         rows = np.concatenate([features for features, _ in groups])
         targets = np.concatenate([log_targets(values) for _, values in groups])
