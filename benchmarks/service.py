@@ -71,7 +71,9 @@ def fill(database: SQLDatabase, total: int, rng: random.Random) -> tuple[list[st
     for index, key in enumerate(keys):
         schedules = traces(index)
         for target in TARGETS:
-            job = database.create_job({"benchmark": True}, [(key, target, per_pair)])
+            database.create_job({"benchmark": True}, [(key, target, per_pair)])
+            job = database.claim_job("benchmark")
+            assert job is not None
             job_ids.append(job.id)
             batch: list[Measurement] = []
             for n in range(per_pair):
@@ -90,7 +92,7 @@ def fill(database: SQLDatabase, total: int, rng: random.Random) -> tuple[list[st
                     batch = []
             database.commit_records(batch)
             database.update_task(job.tasks[0].id, status=JobStatus.DONE, trials_done=per_pair)
-            database.set_job_status(job.id, JobStatus.DONE)
+            database.end_job(job.id, "benchmark", JobStatus.DONE)
     return keys, job_ids
 
 

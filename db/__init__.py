@@ -11,7 +11,7 @@ from typing import Any
 
 from db.base import Database
 from db.engine import URL_FORMS, URL_VARIABLE, default_sqlite_path, default_url
-from db.errors import ConnectError, DatabaseError, RecordError, SchemaError
+from db.errors import ConnectError, DatabaseError, QuotaError, RecordError, SchemaError
 from db.exchange import ImportSummary
 from db.memory import MemoryDatabase
 from db.model_files import ModelFile
@@ -61,6 +61,7 @@ __all__ = [
     "MemoryDatabase",
     "ModelFile",
     "Purpose",
+    "QuotaError",
     "RecordError",
     "Role",
     "SQLDatabase",

@@ -10,6 +10,10 @@ class RecordError(DatabaseError):
     stored: an unknown workload, a trace that does not replay, a bad run time."""
 
 
+class QuotaError(DatabaseError):
+    """A token's quota of unfinished jobs is used: the job was not stored."""
+
+
 class ConnectError(DatabaseError):
     """The database URL cannot be opened or reached."""
 

@@ -18,9 +18,11 @@ from db.errors import RecordError
 from db.models import JobRow, RecordRow, TargetRow, TaskRow, WorkloadRow
 from db.queries import ensure_targets, now, task_select, to_job, to_task, workload_rows
 from db.record import Job, JobStatus, JobTask
+from db.tokens import check_quota
 from db.validate import target_key
 
 FINAL = (JobStatus.DONE, JobStatus.FAILED, JobStatus.CANCELLED)
+_UNFINISHED = (JobStatus.QUEUED.value, JobStatus.RUNNING.value)
 
 
 def create_job(
@@ -34,6 +36,8 @@ def create_job(
     if type(priority) is not int:
         raise RecordError(f"priority: must be an integer, got {priority!r}")
     with engine.begin() as connection:
+        if token_id is not None:
+            check_quota(connection, token_id)
         workloads = workload_rows(connection, {key for key, _, _ in tasks})
         targets = [target_key(target, f"tasks[{i}]") for i, (_, target, _) in enumerate(tasks)]
         rows = []
@@ -196,11 +200,7 @@ def _requeue_stale(connection: Connection, cutoff: datetime) -> None:
         .where(JobRow.id.in_(job_ids), JobRow.status == JobStatus.RUNNING.value)
         .values(status=JobStatus.QUEUED.value, coordinator=None)
     )
-    connection.execute(
-        update(TaskRow)
-        .where(TaskRow.job_id.in_(job_ids), TaskRow.status == JobStatus.RUNNING.value)
-        .values(status=JobStatus.QUEUED.value)
-    )
+    _requeue_tasks(connection, job_ids)
 
 
 def beat(engine: Engine, job_id: int, coordinator: str) -> bool:
@@ -219,18 +219,70 @@ def beat(engine: Engine, job_id: int, coordinator: str) -> bool:
         return alive.rowcount == 1
 
 
-def set_job_status(engine: Engine, job_id: int, status: JobStatus, error: str | None) -> Job:
-    values: dict[str, Any] = {"status": status.value, "error": error}
-    if status is JobStatus.RUNNING:
-        values["started_at"] = now()
-    if status in FINAL:
-        values["finished_at"] = now()
-    if status is JobStatus.QUEUED:
-        values["coordinator"] = None
+def cancel_job(engine: Engine, job_id: int) -> Job:
+    """Cancel the job if it is queued or running, with its unfinished tasks; a job
+    that ended (or ends meanwhile) stays as it ended. A running job's coordinator sees
+    the cancellation at its next batch and may no longer end the job otherwise."""
     with engine.begin() as connection:
         load_job(connection, job_id)
-        connection.execute(update(JobRow).where(JobRow.id == job_id).values(**values))
+        cancelled = connection.execute(
+            update(JobRow)
+            .where(JobRow.id == job_id, JobRow.status.in_(_UNFINISHED))
+            .values(status=JobStatus.CANCELLED.value, finished_at=now())
+        )
+        if cancelled.rowcount == 1:
+            _close_tasks(connection, job_id, JobStatus.CANCELLED)
         return load_job(connection, job_id)
+
+
+def end_job(
+    engine: Engine, job_id: int, coordinator: str, status: JobStatus, error: str | None
+) -> Job:
+    """End the run of ``coordinator`` on the job: DONE or FAILED (its unfinished tasks
+    with it), or QUEUED to be resumed later (its running tasks with it). The change is
+    made only while the job is running for ``coordinator``: one whose job was
+    cancelled, or requeued as stale and perhaps claimed by another, writes nothing.
+    Returns the job as it stands."""
+    if status not in (JobStatus.DONE, JobStatus.FAILED, JobStatus.QUEUED):
+        raise RecordError(f"a run ends its job done, failed or queued, not {status.value}")
+    values: dict[str, Any] = {"status": status.value, "error": error}
+    if status is JobStatus.QUEUED:
+        values["coordinator"] = None
+    else:
+        values["finished_at"] = now()
+    with engine.begin() as connection:
+        load_job(connection, job_id)
+        ended = connection.execute(
+            update(JobRow)
+            .where(
+                JobRow.id == job_id,
+                JobRow.status == JobStatus.RUNNING.value,
+                JobRow.coordinator == coordinator,
+            )
+            .values(**values)
+        )
+        if ended.rowcount == 1 and status is JobStatus.QUEUED:
+            _requeue_tasks(connection, [job_id])
+        elif ended.rowcount == 1:
+            _close_tasks(connection, job_id, status)
+        return load_job(connection, job_id)
+
+
+def _close_tasks(connection: Connection, job_id: int, status: JobStatus) -> None:
+    """The job's queued and running tasks, ended as ``status`` with it."""
+    connection.execute(
+        update(TaskRow)
+        .where(TaskRow.job_id == job_id, TaskRow.status.in_(_UNFINISHED))
+        .values(status=status.value, finished_at=now())
+    )
+
+
+def _requeue_tasks(connection: Connection, job_ids: Sequence[int]) -> None:
+    connection.execute(
+        update(TaskRow)
+        .where(TaskRow.job_id.in_(job_ids), TaskRow.status == JobStatus.RUNNING.value)
+        .values(status=JobStatus.QUEUED.value)
+    )
 
 
 def update_task(

@@ -296,7 +296,8 @@ class SQLDatabase(Database):
         priority: int = 0,
     ) -> Job:
         """A queued job with its ``spec`` (as submitted, JSON) and one task per
-        (workload key, target, trials asked); ``token_id`` names who submitted it. Of
+        (workload key, target, trials asked); ``token_id`` names who submitted it
+        (QuotaError, and nothing stored, when its quota of unfinished jobs is used). Of
         the queued jobs, those of a higher ``priority`` are claimed first."""
         return jobs.create_job(self._writer, spec, tasks, token_id, priority)
 
@@ -342,10 +343,6 @@ class SQLDatabase(Database):
     def token_for_secret(self, secret: str) -> ApiToken | None:
         """The live token whose secret this is, or None (unknown or revoked)."""
         return tokens.token_for_secret(self._engine, secret)
-
-    def unfinished_jobs(self, token_id: int) -> int:
-        """How many jobs of the token are queued or running."""
-        return tokens.unfinished_jobs(self._engine, token_id)
 
     def job(self, job_id: int) -> Job:
         with self._engine.connect() as connection:
@@ -406,9 +403,17 @@ class SQLDatabase(Database):
         """``coordinator`` still runs the job; False when the job is no longer its."""
         return jobs.beat(self._writer, job_id, coordinator)
 
-    def set_job_status(self, job_id: int, status: JobStatus, *, error: str | None = None) -> Job:
-        """Move a job to ``status``; running stamps its start, a final status its end."""
-        return jobs.set_job_status(self._writer, job_id, JobStatus(status), error)
+    def cancel_job(self, job_id: int) -> Job:
+        """Cancel a queued or running job and its unfinished tasks; an ended job stays
+        as it ended (see ``db.jobs.cancel_job``)."""
+        return jobs.cancel_job(self._writer, job_id)
+
+    def end_job(
+        self, job_id: int, coordinator: str, status: JobStatus, *, error: str | None = None
+    ) -> Job:
+        """End ``coordinator``'s run of the job as DONE, FAILED or QUEUED, only while the
+        job still runs for it (see ``db.jobs.end_job``); returns the job as it stands."""
+        return jobs.end_job(self._writer, job_id, coordinator, JobStatus(status), error)
 
     def update_task(
         self,

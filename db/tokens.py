@@ -12,10 +12,10 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Engine, Row, func, insert, select, update
+from sqlalchemy import Connection, Engine, Row, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from db.errors import RecordError
+from db.errors import QuotaError, RecordError
 from db.models import JobRow, TokenRow
 from db.queries import as_utc, now
 from db.record import JobStatus
@@ -139,13 +139,29 @@ def token_for_secret(engine: Engine, secret: str) -> ApiToken | None:
     return None if row is None else _from_row(row)
 
 
-def unfinished_jobs(engine: Engine, token_id: int) -> int:
-    with engine.connect() as connection:
-        return connection.execute(
-            select(func.count())
-            .select_from(JobRow)
-            .where(JobRow.token_id == token_id, JobRow.status.in_(UNFINISHED))
-        ).scalar_one()
+def check_quota(connection: Connection, token_id: int) -> None:
+    """Raise QuotaError when the token's unfinished jobs fill its quota; called in the
+    transaction that stores a new job, before it does. The token's row is locked first
+    (``FOR UPDATE`` on PostgreSQL; a SQLite write transaction holds the whole file), so
+    the submissions of one token are counted one after the other: counted in a
+    transaction of its own, 10 concurrent submissions under a quota of 1 stored 8 jobs."""
+    token = connection.execute(
+        select(TokenRow.name, TokenRow.quota).where(TokenRow.id == token_id).with_for_update()
+    ).one_or_none()
+    if token is None:
+        raise RecordError(f"token {token_id}: no such token")
+    if token.quota is None:
+        return
+    unfinished = connection.execute(
+        select(func.count())
+        .select_from(JobRow)
+        .where(JobRow.token_id == token_id, JobRow.status.in_(UNFINISHED))
+    ).scalar_one()
+    if unfinished >= token.quota:
+        raise QuotaError(
+            f"token {token.name!r} has {token.quota} unfinished jobs, its quota; wait for one "
+            "to end or cancel one"
+        )
 
 
 def _check_name(name: str) -> None:

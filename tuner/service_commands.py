@@ -31,6 +31,9 @@ DEFAULT_PORT = 8000
 # How long an idle coordinator waits before it looks for jobs again; a job submitted
 # through this process's API wakes it at once.
 IDLE_SECONDS = 5.0
+# How long a stopping server waits for its open requests: an event stream lasts as
+# long as its job, and without a bound one watcher kept a SIGTERMed server running.
+SHUTDOWN_GRACE_SECONDS = 3
 
 
 def add_commands(commands: Any) -> None:
@@ -123,6 +126,7 @@ def _serve(app: FastAPI, args: argparse.Namespace) -> None:
         log_level="info",
         access_log=args.access_log,
         log_config=None,  # its loggers propagate to the one handler of --log-format
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
     )
 
 

@@ -95,7 +95,7 @@ def test_export_of_the_best_only_and_prune(database, key):
 def test_the_oldest_queued_job_is_claimed_once(database, key):
     first = database.create_job({"n": 1}, [(key, "llvm", 4)])
     second = database.create_job({"n": 2}, [(key, "llvm", 4)])
-    database.set_job_status(first.id, JobStatus.CANCELLED)
+    database.cancel_job(first.id)
     claimed = database.claim_job()
     assert claimed is not None and claimed.id == second.id
     assert claimed.status is JobStatus.RUNNING and claimed.started_at is not None
@@ -111,7 +111,7 @@ def test_a_higher_priority_is_claimed_first_then_the_oldest(database, key):
 
 def test_jobs_are_listed_newest_first_page_by_page(database, key):
     made = [database.create_job({"n": n}, [(key, "llvm", 1)]).id for n in range(5)]
-    database.set_job_status(made[3], JobStatus.CANCELLED)
+    database.cancel_job(made[3])
     first = database.jobs(limit=2)
     assert [job.id for job in first] == made[:-3:-1]
     rest = database.jobs(limit=10, before_id=first[-1].id)
@@ -164,13 +164,14 @@ def test_jobs_and_tasks_track_progress_and_own_records(database, key):
     assert job.status is JobStatus.QUEUED and job.spec["trials"] == 64
     (task,) = job.tasks
     assert task.trials_asked == 64 and task.trials_done == 0 and task.best_seconds is None
-    running = database.set_job_status(job.id, JobStatus.RUNNING)
+    running = database.claim_job("coordinator")
+    assert running is not None and running.id == job.id
     assert running.started_at is not None and running.finished_at is None
     database.commit_records([ok(key, 3, [1e-3], job_id=job.id), ok(key, 5, [2e-3])])
     updated = database.update_task(task.id, trials_done=1, best_seconds=1e-3)
     assert (updated.trials_done, updated.best_seconds) == (1, 1e-3)
     assert [r.mean_seconds for r in database.records(job_id=job.id)] == [1e-3]
-    done = database.set_job_status(job.id, JobStatus.DONE)
+    done = database.end_job(job.id, "coordinator", JobStatus.DONE)
     assert done.finished_at is not None and database.jobs(JobStatus.DONE) == [done]
     with pytest.raises(RecordError, match="unknown workload"):
         database.create_job({}, [("f" * 64, "llvm", 1)])

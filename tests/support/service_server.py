@@ -23,7 +23,7 @@ def serving(app: FastAPI) -> Iterator[str]:
     listener.bind(("127.0.0.1", 0))
     listener.listen(64)
     port = listener.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=3))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()
     try:

@@ -6,13 +6,14 @@ workloads and targets the database knows, a workload's best schedules on a targe
 and its records, page by page; ``/healthz`` says whether the database answers. A
 query the database refuses is a 422 that says why. Routes are plain functions that
 FastAPI runs in its thread pool, so one slow query does not hold the others; the
-database opens a connection per call.
+database opens a connection per call. The event stream is the exception: it lasts as
+long as its job, so it is a coroutine that takes a thread only to read the job.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import AsyncIterator, Callable, Iterator
+import asyncio
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -267,12 +268,6 @@ def create_app(
     @v1.post("/jobs", response_model=Job, status_code=201, responses=QUOTA)
     def submit(submission: JobSubmission, token: ApiToken | None = submitter) -> Job:
         assert token is not None, "submitting always needs a token"
-        if token.quota is not None and database.unfinished_jobs(token.id) >= token.quota:
-            raise HTTPException(
-                status_code=429,
-                detail=f"token {token.name!r} has {token.quota} unfinished jobs, its quota; "
-                "wait for one to end or cancel one",
-            )
         if submission.targets and "target" in submission.model_fields_set:
             raise jobs.JobRequestError("target, targets: give one of them, not both")
         request = jobs.JobRequest(
@@ -282,7 +277,10 @@ def create_app(
                 "targets": tuple(submission.targets),
             }
         )
-        job = jobs.submit(database, request, token_id=token.id)
+        try:
+            job = jobs.submit(database, request, token_id=token.id)
+        except db.QuotaError as err:
+            raise HTTPException(status_code=429, detail=str(err)) from None
         if submitted is not None:
             submitted()
         return _job(database, job)
@@ -309,15 +307,21 @@ def create_app(
         response_class=StreamingResponse,
         dependencies=[reader],
     )
-    def job_events(job_id: JobId) -> StreamingResponse:
+    async def job_events(job_id: JobId) -> StreamingResponse:
         """Server-Sent Events: a ``job`` event with the job (as ``GET /v1/jobs/{id}``
-        answers it) whenever it changes, then ``end`` once it is finished."""
-        flops = _flop_counts(database, _stored_job(database, job_id))
+        answers it) whenever it changes, then ``end`` once it is finished.
 
-        def stream() -> Iterator[str]:
+        A stream is a coroutine that holds a route thread only while it reads the job:
+        a stream that slept in a route thread held it for as long as its job ran, and
+        ``ROUTE_THREADS`` watchers of a queued job stalled every other route. Starlette
+        cancels the coroutine when its client leaves."""
+        stored = await run_in_threadpool(_stored_job, database, job_id)
+        flops = await run_in_threadpool(_flop_counts, database, stored)
+
+        async def stream() -> AsyncIterator[str]:
             last = None
             while True:
-                stored = database.job(job_id)
+                stored = await run_in_threadpool(database.job, job_id)
                 job = job_view(stored, flops)
                 if job != last:
                     yield f"event: job\ndata: {job.model_dump_json()}\n\n"
@@ -325,7 +329,7 @@ def create_app(
                 if stored.status in FINAL:
                     yield "event: end\ndata: {}\n\n"
                     return
-                time.sleep(EVENT_POLL_SECONDS)
+                await asyncio.sleep(EVENT_POLL_SECONDS)
 
         return StreamingResponse(stream(), media_type="text/event-stream")
 

@@ -88,15 +88,18 @@ class Coordinator:
                 self._run_model(job, request, request.model)
         except Exception as err:  # the job's failure is its status; the next job runs
             logger.exception("job %d failed", job.id)
-            return self.database.set_job_status(
-                job.id, JobStatus.FAILED, error=f"{type(err).__name__}: {err}"
-            )
+            return self._end(job, JobStatus.FAILED, error=f"{type(err).__name__}: {err}")
         if self._lost.is_set() or self._cancelled(job.id):
             return self.database.job(job.id)  # no longer this coordinator's to end
         if self.stopping.is_set():
             logger.info("job %d: back in the queue, the coordinator stops", job.id)
-            return self.database.set_job_status(job.id, JobStatus.QUEUED)
-        return self.database.set_job_status(job.id, JobStatus.DONE)
+            return self._end(job, JobStatus.QUEUED)
+        return self._end(job, JobStatus.DONE)
+
+    def _end(self, job: Job, status: JobStatus, *, error: str | None = None) -> Job:
+        """End this coordinator's run of the job; a job cancelled or taken over in the
+        meantime keeps the state that others gave it."""
+        return self.database.end_job(job.id, self.name, status, error=error)
 
     def _run_workloads(self, job: Job, request: JobRequest) -> None:
         """A job of operator specs: its tasks one after another, the finished skipped."""

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from compiler.codegen.target import TargetError
-from db import Job, JobStatus, RecordError, SQLDatabase
+from db import Job, RecordError, SQLDatabase
 from tuner import scheduler
 from tuner.service.model_files import ModelFileError, model_tasks
 from tuner.space_choice import choose_space
@@ -153,7 +153,4 @@ def _submit_model(
 def cancel(database: SQLDatabase, job_id: int) -> Job:
     """Cancel a queued or running job (a running one stops after its current batch);
     a finished job stays as it is."""
-    job = database.job(job_id)
-    if job.status in (JobStatus.QUEUED, JobStatus.RUNNING):
-        return database.set_job_status(job_id, JobStatus.CANCELLED)
-    return job
+    return database.cancel_job(job_id)
