@@ -13,6 +13,7 @@ long as its job, so it is a coroutine that takes a thread only to read the job.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -33,6 +34,7 @@ from starlette.routing import BaseRoute, Match
 import db
 from db import (
     ApiToken,
+    ConnectError,
     DatabaseError,
     Purpose,
     RecordError,
@@ -42,6 +44,7 @@ from db import (
     WorkloadEntry,
 )
 from db import Job as StoredJob
+from db.errors import StorageError
 from db.jobs import FINAL
 from db.validate import INT64_MAX
 from tuner.service import jobs
@@ -68,6 +71,7 @@ from tuner.service.views import best_view, job_view, record_view, workload_view
 from tuner.task import TuneTask
 
 Route = TypeVar("Route", bound=Callable[..., Any])
+logger = logging.getLogger(__name__)
 
 API_PREFIX = "/v1"
 MAX_BEST = 100
@@ -76,13 +80,18 @@ QUOTA: dict[int | str, dict[str, Any]] = {
     429: {"model": ErrorDetail, "description": "the token's quota of unfinished jobs is used"}
 }
 # What any route under /v1 may answer besides its own: a body that is not JSON, no or
-# an unknown token, a role too low, a body too large, a field out of its bounds.
+# an unknown token, a role too low, a body too large, a field out of its bounds, a
+# database that failed.
 REFUSALS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorDetail, "description": "the body is not JSON"},
     401: {"model": ErrorDetail, "description": "no API token, or one unknown or revoked"},
     403: {"model": ErrorDetail, "description": "the token's role is below the route's"},
     413: {"model": ErrorDetail, "description": "the request body is too large"},
     422: {"model": ErrorDetail, "description": "a bad request: the message names the field"},
+    503: {
+        "model": ErrorDetail,
+        "description": "the database failed under the request; try again after Retry-After",
+    },
 }
 # How often an event stream looks at its job: progress lands in the database, written
 # by a coordinator that may run in another process.
@@ -94,6 +103,8 @@ BEST_LIST = TypeAdapter(list[BestSchedule])
 NO_WORKERS = "none in this server: coordinators run apart"
 # The dashboard: a page, its script and style sheet, and the chart library it uses.
 DASHBOARD = Path(__file__).parent / "static"
+# What a 503 for a failed database asks the client to wait before it tries again.
+RETRY_AFTER_SECONDS = 5
 # Threads the routes run on (see _few_route_threads).
 ROUTE_THREADS = 8
 # The largest request body taken: a job of many specs fits in a small fraction of it.
@@ -174,6 +185,20 @@ def create_app(
     def bad_request(request: Request, err: RecordError) -> JSONResponse:
         """A query the database refuses (a target it cannot parse, say) is the client's."""
         return JSONResponse(status_code=422, content={"detail": str(err)})
+
+    @app.exception_handler(StorageError)
+    @app.exception_handler(ConnectError)
+    def unavailable(request: Request, err: DatabaseError) -> JSONResponse:
+        """The database's storage failed under the request (a read-only file, a server
+        gone): 503 with a one-line reason and when to try again, and one log line
+        instead of a traceback. Nothing was stored: each write is one transaction."""
+        reason = str(err).splitlines()[0]
+        logger.warning("%s %s: 503: %s", request.method, request.url.path, reason)
+        return JSONResponse(
+            status_code=503,
+            content={"detail": reason},
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+        )
 
     @app.get("/healthz", response_model=Health, responses={503: {"model": Health}})
     def healthz() -> Health | JSONResponse:
