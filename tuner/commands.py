@@ -33,6 +33,7 @@ from tuner.client import ServiceError
 from tuner.health_commands import HealthError
 from tuner.log_format import LOG_FORMATS, logging_as
 from tuner.secret_files import read_secret_file, with_password_file
+from tuner.service.coordinator import CoordinatorError
 from tuner.tune_commands import UsageError
 from workers import WorkersError
 
@@ -56,6 +57,7 @@ EXIT_CODES: tuple[tuple[type[Exception], int], ...] = (
     (DatabaseError, 1),
     (WorkersError, 1),
     (ServiceError, 1),
+    (CoordinatorError, 1),
     (HealthError, 1),
     (CudaError, 1),
     (OSError, 1),

@@ -23,7 +23,7 @@ from db import Role, SQLDatabase
 from db.engine import shown
 from tuner.arguments import int_in_range
 from tuner.service import create_app
-from tuner.service.coordinator import Coordinator
+from tuner.service.coordinator import Coordinator, CoordinatorError
 from tuner.tune_commands import backend_of, worker_arguments
 
 DEFAULT_HOST = "127.0.0.1"
@@ -155,6 +155,9 @@ def run_coordinator(url: str, args: argparse.Namespace) -> None:
         with _coordinating(coordinator, threading.Event()) as running:
             while running.is_alive():
                 running.join(timeout=IDLE_SECONDS)
+    if coordinator.failure is not None:
+        failure = coordinator.failure
+        raise CoordinatorError(f"the coordinator stopped: {type(failure).__name__}: {failure}")
 
 
 @contextmanager

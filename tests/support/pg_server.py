@@ -73,17 +73,25 @@ class PostgresServer:
         )  # fmt: skip
         for attempt in range(3):
             self.port = _free_port()
-            options = f"{SETTINGS} -p {self.port} -k {self.root}"
             try:
-                self._run(
-                    str(self.binaries / "pg_ctl"),
-                    "start", "-D", str(self.data), "-w", "-t", "30",
-                    "-l", str(self.root / "server.log"), "-o", options,
-                )  # fmt: skip
+                self.resume()
                 return
             except RuntimeError:
                 if attempt == 2:
                     raise
+
+    def halt(self) -> None:
+        """Stop the server as an outage would, keeping its data and its port."""
+        self._run(str(self.binaries / "pg_ctl"), "stop", "-D", str(self.data), "-m", "fast", "-w")
+
+    def resume(self) -> None:
+        """Start the server on its port (again, after ``halt``)."""
+        options = f"{SETTINGS} -p {self.port} -k {self.root}"
+        self._run(
+            str(self.binaries / "pg_ctl"),
+            "start", "-D", str(self.data), "-w", "-t", "30",
+            "-l", str(self.root / "server.log"), "-o", options,
+        )  # fmt: skip
 
     def stop(self) -> None:
         if self.data.exists():

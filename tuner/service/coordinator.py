@@ -6,6 +6,12 @@ job's status and message; the coordinator goes on with the next job. A cancelled
 stops after its current batch, its measurements kept. So does the running job when
 the coordinator is told to stop: it goes back to the queue, and whoever claims it
 next resumes it from its stored records (its finished tasks are not run again).
+
+A failure of the database itself (``TRANSIENT``: its storage or its server gone) is
+not the job's: the coordinator stops the job where it is, waits (doubling the wait
+from ``RETRY_FIRST_SECONDS`` up to ``retry_max_seconds``) and tries again, first to
+put that job back in the queue, then to claim the next. It never dies of an outage;
+only an error of another kind ends its loop, kept as ``failure``.
 """
 
 from __future__ import annotations
@@ -14,11 +20,13 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 
-from db import Job, JobStatus, JobTask, SQLDatabase
+from db import ConnectError, Job, JobStatus, JobTask, SQLDatabase
+from db.errors import StorageError
 from db.sql import STALE_AFTER
 from tuner.model_tune import ModelTuneOptions, ModelTuneResult, tune_model
 from tuner.progress import Progress
@@ -31,6 +39,15 @@ from tuner.tune import tune
 from workers import Workers
 
 logger = logging.getLogger(__name__)
+
+# Errors of the database's storage or connection, which pass: retried, never the job's.
+TRANSIENT = (StorageError, ConnectError)
+# The first wait after a database failure; each failure in a row doubles it.
+RETRY_FIRST_SECONDS = 0.5
+
+
+class CoordinatorError(RuntimeError):
+    """A coordinator's loop ended on an error it could not retry."""
 
 
 class Coordinator:
@@ -53,31 +70,58 @@ class Coordinator:
         *,
         name: str | None = None,
         stale_after: timedelta = STALE_AFTER,
+        retry_max_seconds: float = 30.0,
     ) -> None:
         self.database = database
         self.workers = workers
         self.stopping = stopping or threading.Event()
         self.name = name or f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
         self.stale_after = stale_after
+        self.retry_max_seconds = retry_max_seconds
+        self.failure: Exception | None = None
         self._lost = threading.Event()
+        self._interrupted: int | None = None  # a job a database failure stopped
 
     def run_until_stopped(self, wake: threading.Event, idle_seconds: float) -> None:
         """Run queued jobs one after another until ``stopping`` is set; with none
-        queued, wait ``idle_seconds`` or until ``wake`` is set (by a submission)."""
+        queued, wait ``idle_seconds`` or until ``wake`` is set (by a submission). A
+        database failure is waited out; any other error ends the loop (``failure``)."""
+        wait = 0.0
         while not self.stopping.is_set():
-            if self.run_next() is None:
+            try:
+                ran = self.run_next()
+            except TRANSIENT as err:
+                wait = min(self.retry_max_seconds, max(RETRY_FIRST_SECONDS, 2 * wait))
+                reason = str(err).splitlines()[0]
+                logger.warning("the database failed (%s); trying again in %.1f s", reason, wait)
+                self.stopping.wait(wait)
+                continue
+            except Exception as err:
+                logger.exception("the coordinator stops on an error it cannot retry")
+                self.failure = err
+                return
+            wait = 0.0
+            if ran is None:
                 wake.wait(idle_seconds)
                 wake.clear()
 
     def run_next(self) -> Job | None:
         """Claim the oldest queued job and run it to its end; returns it as it ended,
-        or None when no job was queued."""
+        or None when no job was queued. A job that a database failure stopped goes back
+        to the queue first, to be claimed again and resumed."""
+        if self._interrupted is not None:
+            self.database.end_job(self._interrupted, self.name, JobStatus.QUEUED)
+            self._interrupted = None
         job = self.database.claim_job(self.name, stale_after=self.stale_after)
         if job is None:
             return None
         logger.info("job %d: running %d tasks", job.id, len(job.tasks))
         with self._beating(job.id):
-            return self._run(job)
+            try:
+                return self._run(job)
+            except TRANSIENT:
+                self._interrupted = job.id
+                raise
 
     def _run(self, job: Job) -> Job:
         try:
@@ -86,19 +130,20 @@ class Coordinator:
                 self._run_workloads(job, request)
             else:
                 self._run_model(job, request, request.model)
+        except TRANSIENT:
+            raise  # the database's failure, not the job's
         except Exception as err:  # the job's failure is its status; the next job runs
             logger.exception("job %d failed", job.id)
             return self._end(job, JobStatus.FAILED, error=f"{type(err).__name__}: {err}")
-        if self._lost.is_set() or self._cancelled(job.id):
-            return self.database.job(job.id)  # no longer this coordinator's to end
-        if self.stopping.is_set():
-            logger.info("job %d: back in the queue, the coordinator stops", job.id)
+        if self.stopping.is_set() or self._lost.is_set():
+            logger.info("job %d: back in the queue, unless it ended or was taken over", job.id)
             return self._end(job, JobStatus.QUEUED)
         return self._end(job, JobStatus.DONE)
 
     def _end(self, job: Job, status: JobStatus, *, error: str | None = None) -> Job:
         """End this coordinator's run of the job; a job cancelled or taken over in the
-        meantime keeps the state that others gave it."""
+        meantime keeps the state that others gave it (``db.jobs.end_job`` writes
+        nothing then)."""
         return self.database.end_job(job.id, self.name, status, error=error)
 
     def _run_workloads(self, job: Job, request: JobRequest) -> None:
@@ -180,13 +225,23 @@ class Coordinator:
     @contextmanager
     def _beating(self, job_id: int) -> Iterator[None]:
         """Beat for the job until the block ends; a refused beat (the job was
-        cancelled or taken over) marks it lost, which stops the run."""
+        cancelled or taken over) marks it lost, which stops the run. So do beats that
+        fail for half of ``stale_after``, before another coordinator may take the job
+        over; a beat that fails once is tried again at the next."""
         done = threading.Event()
         self._lost.clear()
 
         def beat() -> None:
+            beaten = time.monotonic()
             while not done.wait(self.HEARTBEAT.total_seconds()):
-                if not self.database.beat(job_id, self.name):
+                try:
+                    alive = self.database.beat(job_id, self.name)
+                except TRANSIENT as err:
+                    logger.warning("job %d: a heartbeat failed: %s", job_id, err)
+                    alive = time.monotonic() - beaten < self.stale_after.total_seconds() / 2
+                else:
+                    beaten = time.monotonic() if alive else beaten
+                if not alive:
                     self._lost.set()
                     return
 
