@@ -110,11 +110,12 @@ class ImportedRecord:
 @dataclass
 class ImportPlan:
     """Checked lines, ready to write: the workloads new to the database and the
-    records it lacks."""
+    records it lacks, judged against ``stored``, the fingerprints it held then."""
 
     workloads: list[dict[str, Any]] = field(default_factory=list)
     records: list[ImportedRecord] = field(default_factory=list)
     skipped: int = 0
+    stored: Counter[tuple] = field(default_factory=Counter)
 
 
 def fingerprint(workload_key: str, target: str, row: Mapping[str, Any]) -> tuple:
@@ -214,7 +215,10 @@ def plan_import(
         if doc["kind"] == "workload":
             workload = _checked_workload(doc, f"line {number}")
             checked[workload["key"]] = workload
-    plan = ImportPlan(workloads=[w for key, w in checked.items() if key not in stored_workloads])
+    plan = ImportPlan(
+        workloads=[w for key, w in checked.items() if key not in stored_workloads],
+        stored=Counter(existing),
+    )
     unmatched = Counter(existing)
     for number, doc in documents:
         where = f"line {number}"

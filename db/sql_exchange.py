@@ -1,7 +1,10 @@
 """``SQLDatabase``'s side of the JSON lines stream (``db.exchange``), and pruning.
 
 Export streams the rows in id order; import plans against the stored workloads and
-record fingerprints, then one transaction writes the plan. "The best ``k``" of a
+record fingerprints, then one transaction writes the plan, less what other imports
+stored meanwhile (imports take turns there: SQLite's write lock, an advisory lock on
+PostgreSQL; four concurrent imports of one stream stored it four times when the plan
+was all there was). "The best ``k``" of a
 workload on a target are the records of the ``k`` traces ``best`` ranks first: a
 re-timed trace keeps its search measurement and its re-timings together.
 """
@@ -12,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import IO
 
-from sqlalchemy import Connection, delete, select
+from sqlalchemy import Connection, delete, select, text
 
 from db import exchange
 from db.compiler_border import TRACE_FORMAT_VERSION
@@ -31,6 +34,9 @@ from db.queries import (
 )
 from db.record import OK_STATUS
 from db.validate import TraceChecker
+
+# The advisory lock imports take turns under on PostgreSQL; it spells "tensortune import".
+IMPORT_LOCK = 0x7474_696D_706F
 
 
 def export_lines(connection: Connection, out: IO[str], best_k: int | None) -> int:
@@ -86,16 +92,28 @@ def plan_import(
 
 
 def write_import(connection: Connection, plan: exchange.ImportPlan) -> exchange.ImportSummary:
+    """Write the plan in the caller's write transaction, less the records that match
+    what was stored since it was made."""
+    if connection.dialect.name == "postgresql":
+        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": IMPORT_LOCK})
     insert_ignoring_duplicates(connection, WorkloadRow, plan.workloads)
     workloads = workload_rows(connection, {r.workload_key for r in plan.records})
-    host_kinds = {r.target: r.host_kind for r in plan.records}
+    meanwhile = _fingerprints(connection, workloads) - plan.stored
+    records = []
+    for record in plan.records:
+        if meanwhile[record.fingerprint] > 0:
+            meanwhile[record.fingerprint] -= 1
+        else:
+            records.append(record)
+    host_kinds = {r.target: r.host_kind for r in records}
     targets = ensure_targets(connection, set(host_kinds), host_kinds)
     rows = [
         {**r.row, "workload_id": workloads[r.workload_key].id, "target_id": targets[r.target]}
-        for r in plan.records
+        for r in records
     ]
     insert_records(connection, rows)
-    return exchange.ImportSummary(len(plan.workloads), len(rows), plan.skipped)
+    skipped = plan.skipped + len(plan.records) - len(records)
+    return exchange.ImportSummary(len(plan.workloads), len(rows), skipped)
 
 
 def _fingerprints(connection: Connection, stored: dict) -> Counter[tuple]:
