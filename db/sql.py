@@ -46,6 +46,7 @@ from db.queries import (
 )
 from db.record import (
     OK_STATUS,
+    STATUSES,
     Job,
     JobStatus,
     JobTask,
@@ -233,6 +234,14 @@ class SQLDatabase(Database):
             stmt = stmt.where(~current if stale else current)
         with self._engine.connect() as connection:
             return connection.execute(stmt).scalar_one()
+
+    def record_counts(self) -> dict[str, int]:
+        """How many records end in each status ("ok" or an error kind's value; every
+        status, zero included), in one query."""
+        stmt = select(RecordRow.status, func.count(RecordRow.id)).group_by(RecordRow.status)
+        with self._engine.connect() as connection:
+            counted: dict[str, int] = {status: count for status, count in connection.execute(stmt)}
+        return {status: counted.get(status, 0) for status in STATUSES}
 
     def targets(self, workload_key: str) -> list[str]:
         stmt = self._where(

@@ -55,6 +55,12 @@ def add_commands(commands: Any) -> None:
         help="answer reads without a token (submitting and cancelling always need one)",
     )
     serve.add_argument(
+        "--metrics-token",
+        action="store_true",
+        help="answer GET /metrics only with an API token (any role; a scraper sends it "
+        "as 'Authorization: Bearer'); by default anyone who reaches the server reads it",
+    )
+    serve.add_argument(
         "--access-log",
         action="store_true",
         help="log every request (off by default: GET /metrics has their latency by route)",
@@ -100,7 +106,10 @@ def run_serve(url: str, args: argparse.Namespace) -> None:
     ``--no-coordinator`` the server only stores jobs, for coordinators running apart."""
     if not args.coordinator:
         with SQLDatabase(url) as database:
-            _serve(create_app(database, anonymous_reads=args.anonymous_reads), args)
+            app = create_app(
+                database, anonymous_reads=args.anonymous_reads, metrics_token=args.metrics_token
+            )
+            _serve(app, args)
         return
     kind, options = backend_of(args)
     with SQLDatabase(url) as database, workers.create(kind, **options) as backend:
@@ -109,6 +118,7 @@ def run_serve(url: str, args: argparse.Namespace) -> None:
             app = create_app(
                 database,
                 anonymous_reads=args.anonymous_reads,
+                metrics_token=args.metrics_token,
                 submitted=wake.set,
                 workers_health=lambda: _workers_health(kind, running),
             )

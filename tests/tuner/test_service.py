@@ -19,7 +19,7 @@ from compiler.schedule.tuned import canonical_target
 from db import Job, JobStatus, Measurement, Role, WorkloadEntry
 from tuner import cli
 from tuner.commands import build_parser
-from tuner.service import create_app
+from tuner.service import create_app, metrics
 from tuner.service.access import TOKEN_FRESH_SECONDS
 from tuner.service.app import NO_WORKERS
 from tuner.service.coordinator import Coordinator
@@ -377,3 +377,23 @@ def test_metrics_count_jobs_records_and_requests(client, database, matmul) -> No
     assert 'tensortune_records{outcome="ok"} 3.0' in text
     assert 'tensortune_records{outcome="wrong_result"} 0.0' in text
     assert 'tensortune_request_seconds_count{method="POST",route="/v1/jobs"} 1.0' in text
+
+
+def test_metrics_counts_are_read_anew_only_once_they_are_old(database, matmul, monkeypatch) -> None:
+    monkeypatch.setattr(metrics, "COUNTS_FRESH_SECONDS", 0.5)
+    with serving(create_app(database)) as url:
+        assert 'tensortune_records{outcome="ok"} 3.0' in httpx.get(f"{url}/metrics").text
+        database.commit_records([Measurement.ok(matmul.key, ZEN, split_trace(7), [4e-3])])
+        assert 'tensortune_records{outcome="ok"} 3.0' in httpx.get(f"{url}/metrics").text
+        time.sleep(0.6)
+        assert 'tensortune_records{outcome="ok"} 4.0' in httpx.get(f"{url}/metrics").text
+
+
+def test_with_metrics_token_metrics_need_a_live_token(database) -> None:
+    reader = database.create_token("scraper", Role.READ)[1]
+    with serving(create_app(database, metrics_token=True)) as url:
+        assert httpx.get(f"{url}/metrics").status_code == 401
+        assert httpx.get(f"{url}/metrics", headers=bearer("tt_unknown")).status_code == 401
+        scraped = httpx.get(f"{url}/metrics", headers=bearer(reader))
+        assert scraped.status_code == 200 and "tensortune_jobs" in scraped.text
+        assert httpx.get(f"{url}/healthz").status_code == 200

@@ -117,19 +117,20 @@ def create_app(
     anonymous_reads: bool = False,
     submitted: Callable[[], None] | None = None,
     workers_health: Callable[[], str] | None = None,
+    metrics_token: bool = False,
 ) -> FastAPI:
     """The service's application over ``database`` (which it does not close). Every
     route under ``/v1`` needs an API token of the role it names, reads none when
-    ``anonymous_reads``; ``submitted`` is called after each job is stored (to wake a
-    coordinator); ``workers_health`` says "ok" or what is wrong with the coordinator
-    and workers of this server (None: it has none, they run apart)."""
+    ``anonymous_reads``; ``/metrics`` needs one (any role) only when ``metrics_token``.
+    ``submitted`` is called after each job is stored (to wake a coordinator);
+    ``workers_health`` says "ok" or what is wrong with the coordinator and workers of
+    this server (None: it has none, they run apart)."""
     app = FastAPI(
         lifespan=_few_route_threads,
         title="tensortune",
         summary="Tuned schedules of tensor programs: the tuning database over HTTP.",
         version="1",
     )
-    add_metrics(app, database)
     entries: Memo[str, WorkloadEntry] = Memo()
     best_views: Memo[int, BestSchedule] = Memo()
     best_answers: RecentMemo[tuple[str, str, int], bytes] = RecentMemo(BEST_FRESH_SECONDS)
@@ -146,6 +147,7 @@ def create_app(
     lookup = TokenLookup(database)
     reader = Depends(caller(lookup, Role.READ, anonymous_reads))
     submitter = Depends(caller(lookup, Role.SUBMIT, anonymous_reads))
+    add_metrics(app, database, [Depends(caller(lookup, Role.READ, False))] if metrics_token else [])
 
     v1 = APIRouter(
         prefix=API_PREFIX, responses=REFUSALS, dependencies=[Depends(_only_known_parameters)]
