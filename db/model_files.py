@@ -1,11 +1,12 @@
-"""Model files: ONNX models uploaded to the service, each stored once (by SHA-256)
-with the input shapes to import it with. The database keeps the bytes and knows
-nothing of ONNX: checking that a file is a model the compiler imports is the
-service's job, before it stores one."""
+"""Model files: ONNX models uploaded to the service, each stored once per set of input
+shapes to import it with (keyed by the file's SHA-256 and the shapes'). The database
+keeps the bytes and knows nothing of ONNX: checking that a file is a model the
+compiler imports is the service's job, before it stores one."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -37,21 +38,25 @@ def commit_model_file(
     shapes: Mapping[str, Sequence[int]],
     token_id: int | None,
 ) -> tuple[ModelFile, bool]:
-    """The stored file of ``content`` and whether this call stored it: the same bytes
-    twice are one file (the first name and shapes kept)."""
+    """The stored file of ``content`` with ``shapes`` and whether this call stored it:
+    the same bytes with the same shapes twice are one model (the first name kept); with
+    other shapes, another."""
     if not name or len(name) > 256:
         raise RecordError(f"model name: give 1 to 256 characters, got {len(name)}")
     if not content:
         raise RecordError("model file: it is empty")
     digest = hashlib.sha256(content).hexdigest()
-    stored = _with_digest(engine, digest)
+    plain_shapes = {key: [int(d) for d in dims] for key, dims in shapes.items()}
+    shapes_key = _shapes_key(plain_shapes)
+    stored = _stored(engine, digest, shapes_key)
     if stored is not None:
         return stored, False
     row = {
         "name": name,
         "digest": digest,
+        "shapes_key": shapes_key,
         "size": len(content),
-        "shapes": {key: [int(d) for d in dims] for key, dims in shapes.items()},
+        "shapes": plain_shapes,
         "content": content,
         "created_at": now(),
         "token_id": token_id,
@@ -61,8 +66,8 @@ def commit_model_file(
         with engine.begin() as connection:
             connection.execute(insert(ModelFileRow).values(**row))
     except IntegrityError:
-        stored_here = False  # a racing upload of the same bytes stored them first
-    found = _with_digest(engine, digest)
+        stored_here = False  # a racing upload of the same model stored it first
+    found = _stored(engine, digest, shapes_key)
     assert found is not None, "this call or a racing one stored it"
     return found, stored_here
 
@@ -96,9 +101,18 @@ _COLUMNS = (
 )
 
 
-def _with_digest(engine: Engine, digest: str) -> ModelFile | None:
+def _shapes_key(shapes: Mapping[str, list[int]]) -> str:
+    """The SHA-256 of the shapes as canonical JSON (migration 0009 computes it alike)."""
+    canonical = json.dumps(shapes, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _stored(engine: Engine, digest: str, shapes_key: str) -> ModelFile | None:
+    stmt = select(*_COLUMNS).where(
+        ModelFileRow.digest == digest, ModelFileRow.shapes_key == shapes_key
+    )
     with engine.connect() as connection:
-        row = connection.execute(select(*_COLUMNS).where(ModelFileRow.digest == digest)).first()
+        row = connection.execute(stmt).first()
     return None if row is None else _from_row(row)
 
 

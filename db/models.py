@@ -29,6 +29,7 @@ from sqlalchemy import (
     MetaData,
     String,
     Text,
+    UniqueConstraint,
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -96,10 +97,13 @@ class TokenRow(Base):
 
 class ModelFileRow(Base):
     __tablename__ = "model_files"
+    # A file is stored once per set of input shapes it is imported with.
+    __table_args__ = (UniqueConstraint("digest", "shapes_key"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(256))
-    digest: Mapped[str] = mapped_column(String(64), unique=True)
+    digest: Mapped[str] = mapped_column(String(64))
+    shapes_key: Mapped[str] = mapped_column(String(64))
     size: Mapped[int] = mapped_column(BigInteger)
     shapes: Mapped[dict[str, Any]] = mapped_column(JSON)
     content: Mapped[bytes] = mapped_column(LargeBinary)

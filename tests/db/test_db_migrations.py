@@ -259,3 +259,26 @@ def test_sqlite_runs_in_wal_mode_with_a_busy_timeout(tmp_path):
         assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 60_000
         assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
     engine.dispose()
+
+
+def test_model_files_keyed_by_shapes_migrate_up_and_down(url):
+    """0009 keys a model file by its bytes and its shapes: files stored before it get
+    their shapes' key, the same bytes may then be stored with other shapes, and on the
+    way down each file keeps its first model."""
+    with SQLDatabase(url) as db:
+        first, _ = db.commit_model_file("m", b"onnx bytes", {"x": (1, 8)})
+    engine = open_engine(url)
+    migrate.downgrade(engine, "0008")
+    migrate.upgrade(engine)
+    engine.dispose()
+    with SQLDatabase(url) as db:
+        again, stored_now = db.commit_model_file("m", b"onnx bytes", {"x": [1, 8]})
+        assert (again.id, stored_now) == (first.id, False)
+        other, stored_now = db.commit_model_file("m", b"onnx bytes", {"x": (4, 8)})
+        assert stored_now and other.id != first.id and other.shapes == {"x": (4, 8)}
+    engine = open_engine(url)
+    migrate.downgrade(engine, "0008")
+    with engine.connect() as connection:
+        kept = connection.execute(text("SELECT id FROM model_files")).scalars().all()
+    engine.dispose()
+    assert kept == [first.id]

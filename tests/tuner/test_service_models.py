@@ -103,6 +103,20 @@ def test_a_dynamic_input_fixed_by_shape_is_taken(client, rng) -> None:
     assert answer.status_code == 200 and answer.json()["inputs"]["x"][0] == 2
 
 
+def test_the_same_file_with_other_shapes_is_another_model(client, rng) -> None:
+    """Each upload answers, stores and shows the model of its own shapes; the first
+    model keeps its shapes."""
+    content = dynamic_batch(rng).SerializeToString()
+    two = upload(client, content, shape="x=2,8").json()
+    four = upload(client, content, shape="x=4,8").json()
+    assert four["stored_now"] and four["id"] != two["id"]
+    assert (two["inputs"]["x"][0], four["inputs"]["x"][0]) == (2, 4)
+    assert client.get(f"/v1/models/{two['id']}").json()["inputs"]["x"][0] == 2
+    assert client.get(f"/v1/models/{four['id']}").json()["inputs"]["x"][0] == 4
+    again = upload(client, content, shape="x=2,8").json()
+    assert again["id"] == two["id"] and not again["stored_now"]
+
+
 def test_a_model_job_tunes_the_tasks_of_the_model_and_the_result_is_right(
     client, database, backend, rng
 ) -> None:
@@ -163,3 +177,15 @@ def test_submit_model_from_the_command_line(server, admin, tmp_path, rng) -> Non
         assert client.job(1)["request"]["model"] == 1
         with pytest.raises(ServiceError, match="422"):
             client.upload_model(b"garbage", "g")
+
+
+def test_a_stored_model_is_read_whole_once(client, database, rng, monkeypatch) -> None:
+    stored = upload(client, mlp(rng).SerializeToString()).json()
+    reads = []
+    read_content = database.model_content
+    monkeypatch.setattr(
+        database, "model_content", lambda model_id: reads.append(model_id) or read_content(model_id)
+    )
+    shown = [client.get(f"/v1/models/{stored['id']}").json() for _ in range(3)]
+    assert shown[0] == shown[2] and shown[0]["tasks"] == stored["tasks"]
+    assert reads == [stored["id"]]

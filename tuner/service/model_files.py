@@ -31,7 +31,8 @@ def store_model(
     *,
     token_id: int | None,
 ) -> tuple[ModelFile, bool, Graph]:
-    """Import the file, then store it (once: the same bytes again are the same file)."""
+    """Import the file, then store it (once per set of shapes: the same bytes with the
+    same shapes again are the same model)."""
     graph = read_model(content, shapes)
     stored, new = database.commit_model_file(name, content, shapes, token_id=token_id)
     return stored, new, graph

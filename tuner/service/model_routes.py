@@ -12,11 +12,14 @@ from starlette.concurrency import run_in_threadpool
 from compiler.graph import Graph
 from db import ModelFile, RecordError, SQLDatabase
 from tuner.model_tasks import extract_tasks, parse_input_shapes
+from tuner.service.memo import Memo
 from tuner.service.model_files import ModelFileError, read_model, store_model
 from tuner.service.schemas import NO_MODEL, ModelId, ModelTaskView, ModelView
 
 # The largest model file taken (the body limit of POST /v1/models).
 MAX_MODEL_BYTES = 512 << 20
+# The stored models whose views GET /v1/models/{id} keeps.
+MAX_VIEWS = 256
 UPLOAD: dict[str, Any] = {
     "requestBody": {
         "required": True,
@@ -46,14 +49,22 @@ def add_model_routes(v1: APIRouter, database: SQLDatabase, reader: Any, submitte
             raise HTTPException(status_code=422, detail=f"body: {err}") from None
         return await run_in_threadpool(_view, stored, new, graph)
 
+    # A stored model never changes: its view is made once (reading the file whole and
+    # importing it), not at every read.
+    views: Memo[int, ModelView] = Memo(size=MAX_VIEWS)
+
     @v1.get("/models/{model_id}", response_model=ModelView, responses=NO_MODEL)
     def get_model(model_id: ModelId, token: Any = reader) -> ModelView:
-        try:
-            stored = database.model_file(model_id)
-        except RecordError:
-            raise HTTPException(status_code=404, detail=f"there is no model {model_id}") from None
-        graph = read_model(database.model_content(model_id), stored.shapes)
-        return _view(stored, False, graph)
+        return views.get(model_id, lambda: _stored_view(database, model_id))
+
+
+def _stored_view(database: SQLDatabase, model_id: int) -> ModelView:
+    try:
+        stored = database.model_file(model_id)
+    except RecordError:
+        raise HTTPException(status_code=404, detail=f"there is no model {model_id}") from None
+    graph = read_model(database.model_content(model_id), stored.shapes)
+    return _view(stored, False, graph)
 
 
 def _view(stored: ModelFile, new: bool, graph: Graph) -> ModelView:
