@@ -39,3 +39,6 @@ class ErrorKind(enum.Enum):
     WRONG_RESULT = "wrong_result"  # the outputs differ from the reference
     CRASHED = "crashed"  # the process building or running it died
     INTERNAL = "internal"  # tensortune itself failed around the candidate: a bug
+    # The host building or running it was lost, or none of its kind came: no fault of
+    # the candidate's, so a resumed search measures it again.
+    HOST_LOST = "host_lost"

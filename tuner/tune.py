@@ -8,7 +8,8 @@ database meet (the strategies only propose, the workers only measure).
 2. resume: every stored record of the workload on the target is restored into the
    strategy, so nothing is measured twice and stored trials count towards the budget;
    on a CPU, the default schedule is the first trial of a new workload (the bar a
-   searched schedule must clear);
+   searched schedule must clear); a trace whose measurement was lost with its host
+   (``ErrorKind.HOST_LOST``) is no stored trial: it is measured again first;
    transfer: the records of similar workloads (``tuner.transfer``) are offered to the
    strategy, which a model-based one trains on before its first batch;
 3. ask a batch, measure it, commit its records (one transaction), tell the strategy,
@@ -31,7 +32,7 @@ from typing import TypeVar
 
 from compiler.codegen.targets import target_kind
 from compiler.schedule.default import schedule_by_default
-from compiler.schedule.trace import canonical_trace, trace_hash
+from compiler.schedule.trace import Trace, canonical_trace, trace_hash
 from compiler.workload.key import workload_to_json
 from db import Database, Measurement, Purpose, TuningRecord
 from tuner import search
@@ -194,12 +195,16 @@ def tune(
     workers.runner.check_target(task.target)
     database.commit_workload(task.func, name=task.name, flop_count=task.flop_count)
     stored = list(search_records(database, task))
+    lost = _lost_candidates(task, stored)
+    stored = [r for r in stored if r.error_kind is not ErrorKind.HOST_LOST]
     loop = _Loop(task, database, workers, progress, should_stop, job_id)
     baseline = default_candidate(task) if options.baseline else None
     restored = _restored_count(space, stored)
     if baseline is not None and baseline.trace_hash in {r.trace_hash for r in stored}:
         restored += 1
         baseline = None
+    if baseline is not None:
+        lost = [c for c in lost if c.trace_hash != baseline.trace_hash]
     remaining = options.trials - restored
     reason = "budget"
     transferred = similar = 0
@@ -210,6 +215,10 @@ def tune(
         if baseline is not None:
             loop.measure([baseline])
             remaining -= 1
+        again = lost[: max(remaining, 0)]
+        if again:
+            loop.measure(again)
+            remaining -= len(again)
     if remaining > 0:
         strategy, transferred, similar = loop.timed(
             lambda: _strategy(task, space, database, stored, remaining, options)
@@ -489,6 +498,23 @@ def search_records(database: Database, task: TuneTask) -> Iterator[TuningRecord]
         if len(page) < RECORD_PAGE:
             return
         before = page[-1].id
+
+
+def _lost_candidates(task: TuneTask, records: Sequence[TuningRecord]) -> list[TraceCandidate]:
+    """The traces whose every stored measurement was lost with its host (HOST_LOST):
+    no fault of theirs, so a resumed run measures them again, before it searches on."""
+    lost: dict[str, TuningRecord] = {}
+    measured = set()
+    for record in records:
+        if record.error_kind is ErrorKind.HOST_LOST:
+            lost.setdefault(record.trace_hash, record)
+        else:
+            measured.add(record.trace_hash)
+    return [
+        TraceCandidate(task.workload_key, digest, Trace.from_json(record.trace), Decisions(0, ()))
+        for digest, record in lost.items()
+        if digest not in measured
+    ]
 
 
 def _restored_count(space: spaces.Space, records: Sequence[TuningRecord]) -> int:

@@ -212,8 +212,11 @@ class RayBuilder(Builder):
             message = f"the build function raised instead of returning a result: {err}"
             return BuildResult.failed(candidate, ErrorKind.INTERNAL, message)
         except RayError as err:
-            if may_retry and nodes - _node_ids():
-                return None
+            if nodes - _node_ids():
+                if may_retry:
+                    return None
+                message = f"the node building this candidate was lost: {_first_line(err)}"
+                return BuildResult.failed(candidate, ErrorKind.HOST_LOST, message)
             message = f"the builder process died building this candidate: {_first_line(err)}"
             return BuildResult.failed(candidate, ErrorKind.CRASHED, message)
         return BuildResult.from_header(header, library)
@@ -487,7 +490,7 @@ class RayRunner(Runner):
             message = (
                 f"no runner host came within {self.host_wait_s:g} s: {self._wanted(builds[index])}"
             )
-            yield index, RunResult.failed(builds[index].candidate, ErrorKind.CRASHED, message)
+            yield index, RunResult.failed(builds[index].candidate, ErrorKind.HOST_LOST, message)
 
     def _wanted(self, build: BuildResult) -> str:
         """What a host must be to measure ``build``'s candidate, and how to start one."""
@@ -634,7 +637,7 @@ class RayRunner(Runner):
                 f"lost {moves[index]} runner hosts while measuring this candidate "
                 f"(the last: {why}); the retry limit is {self.node_retries}"
             )
-            yield index, RunResult.failed(builds[index].candidate, ErrorKind.CRASHED, message)
+            yield index, RunResult.failed(builds[index].candidate, ErrorKind.HOST_LOST, message)
 
     @staticmethod
     def _failed(slot: _Slot, candidate: Candidate, kind: ErrorKind, message: str) -> RunResult:

@@ -282,3 +282,21 @@ def test_model_files_keyed_by_shapes_migrate_up_and_down(url):
         kept = connection.execute(text("SELECT id FROM model_files")).scalars().all()
     engine.dispose()
     assert kept == [first.id]
+
+
+def test_the_host_lost_error_kind_migrates_up_and_down(url):
+    """0010 lets a record fail as ``host_lost``; on the way down it becomes ``crashed``,
+    the kind such a failure was stored as before."""
+    with SQLDatabase(url) as db:
+        key = db.commit_workload(MATMUL).key
+        db.commit_records([Measurement.ok(key, ZEN, split_trace(2), [2e-4])])
+        db.commit_records(
+            [Measurement.failed(key, ZEN, split_trace(3), ErrorKind.HOST_LOST, "node lost")]
+        )
+        assert db.count(key, ZEN, ErrorKind.HOST_LOST) == 1
+    engine = open_engine(url)
+    migrate.downgrade(engine, "0009")
+    with engine.connect() as connection:
+        statuses = connection.execute(text("SELECT status FROM records ORDER BY id")).scalars()
+        assert list(statuses) == ["ok", "crashed"]
+    engine.dispose()

@@ -10,8 +10,10 @@ from dataclasses import dataclass, field, replace
 import pytest
 from quick_measure import QUICK
 
+from compiler.errors import ErrorKind
 from compiler.schedule.default import schedule_by_default
-from db import Database, Purpose, SQLDatabase
+from db import Database, Measurement, Purpose, SQLDatabase
+from tuner import space as spaces
 from tuner.progress import Progress
 from tuner.task import TuneTask
 from tuner.tune import CUTOFF_FACTOR, SCOUTS, TuneOptions, TuneResult, format_table, tune
@@ -68,6 +70,31 @@ def test_the_same_command_resumes_without_measuring_twice(task, database, backen
     more = tune(task, database=database, workers=backend, options=_options(24))
     assert (more.measured, more.restored) == (8, 16)
     assert _check_no_repeats(database, task) == 24
+
+
+def test_a_measurement_lost_with_its_host_is_taken_again_on_resume(task, database, backend):
+    """A HOST_LOST record is no trial: the resumed run measures its trace first."""
+    tune(task, database=database, workers=backend, options=_options(8, "random"))
+    measured = database.measured_hashes(task.workload_key, task.target)
+    space = spaces.space_for(task.func, target=task.target)
+    assert isinstance(space, spaces.EnumerableSpace)
+    fresh = (space.candidate(point) for point in space.enumerate())
+    lost = next(c for c in fresh if c.trace_hash not in measured)
+    database.commit_records(
+        [
+            Measurement.failed(
+                task.workload_key, task.target, lost.trace, ErrorKind.HOST_LOST, "gone"
+            )
+        ]
+    )
+    again = tune(task, database=database, workers=backend, options=_options(9, "random"))
+    assert (again.restored, again.measured) == (8, 1)
+    outcomes = [
+        r.error_kind
+        for r in database.records(task.workload_key, task.target, purpose=Purpose.SEARCH)
+        if r.trace_hash == lost.trace_hash
+    ]
+    assert sorted(outcomes, key=str) == sorted([None, ErrorKind.HOST_LOST], key=str)
 
 
 def test_a_similar_workload_in_the_database_warm_starts_the_model(task, database, backend):

@@ -5,8 +5,8 @@
 "use strict";
 
 const TOKEN_KEY = "tensortune.token";
-const KINDS = ["build_error", "run_error", "timeout", "wrong_result", "crashed", "internal"];
-const KIND_COLORS = ["#c9362b", "#e07b39", "#c98a1b", "#8e44ad", "#5d6d7e", "#1d2433"];
+const KINDS = ["build_error", "run_error", "timeout", "wrong_result", "crashed", "internal", "host_lost"];
+const KIND_COLORS = ["#c9362b", "#e07b39", "#c98a1b", "#8e44ad", "#5d6d7e", "#1d2433", "#16a2b8"];
 const TASK_COLORS = ["#2f6fde", "#1f9d55", "#e07b39", "#8e44ad", "#c9362b", "#16a2b8"];
 const STATES = ["queued", "running", "done", "failed", "cancelled"];
 const POLL_MS = 2000;
