@@ -9,14 +9,22 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Collection, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Select, func, insert, or_, select, update
+from sqlalchemy import ColumnElement, Connection, Engine, Select, func, insert, or_, select, update
 
 from db.errors import RecordError
 from db.models import JobRow, RecordRow, TargetRow, TaskRow, WorkloadRow
-from db.queries import ensure_targets, now, task_select, to_job, to_task, workload_rows
+from db.queries import (
+    database_now,
+    ensure_targets,
+    now,
+    task_select,
+    to_job,
+    to_task,
+    workload_rows,
+)
 from db.record import Job, JobStatus, JobTask
 from db.tokens import check_quota
 from db.validate import target_key
@@ -157,7 +165,7 @@ def claim_job(engine: Engine, coordinator: str, stale_after: timedelta) -> Job |
     still queued, so exactly one of them gets it (on PostgreSQL the others also skip
     the row while it is locked instead of waiting for it)."""
     with engine.begin() as connection:
-        _requeue_stale(connection, now() - stale_after)
+        _requeue_stale(connection, database_now(connection, stale_after))
     while True:  # a lost race means another coordinator got a job: try the next one
         with engine.begin() as connection:
             job_id = connection.execute(_next_queued()).scalar()
@@ -170,7 +178,7 @@ def claim_job(engine: Engine, coordinator: str, stale_after: timedelta) -> Job |
                     status=JobStatus.RUNNING.value,
                     started_at=now(),
                     coordinator=coordinator,
-                    heartbeat_at=now(),
+                    heartbeat_at=database_now(connection),
                 )
             )
             if claimed.rowcount == 1:
@@ -187,7 +195,9 @@ def _next_queued() -> Select[int]:
     )
 
 
-def _requeue_stale(connection: Connection, cutoff: datetime) -> None:
+def _requeue_stale(connection: Connection, cutoff: ColumnElement[Any]) -> None:
+    """Requeue the running jobs whose last heartbeat is older than ``cutoff`` (a time
+    of the database's clock: see ``db.queries.database_now``)."""
     stale = select(JobRow.id).where(
         JobRow.status == JobStatus.RUNNING.value,
         or_(JobRow.heartbeat_at.is_(None), JobRow.heartbeat_at < cutoff),
@@ -214,7 +224,7 @@ def beat(engine: Engine, job_id: int, coordinator: str) -> bool:
                 JobRow.coordinator == coordinator,
                 JobRow.status == JobStatus.RUNNING.value,
             )
-            .values(heartbeat_at=now())
+            .values(heartbeat_at=database_now(connection))
         )
         return alive.rowcount == 1
 

@@ -8,10 +8,20 @@ nowhere else.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Row, Select, String, func, insert, literal, select
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Row,
+    Select,
+    String,
+    func,
+    insert,
+    literal,
+    select,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 
 from db.compiler_border import TRACE_FORMAT_VERSION, target_host_kind
@@ -30,6 +40,17 @@ from db.record import (
 
 def now() -> datetime:
     return datetime.now(UTC)
+
+
+def database_now(connection: Connection, minus: timedelta = timedelta(0)) -> ColumnElement[Any]:
+    """The database's own time, less ``minus``, as SQL: what hosts compare their
+    heartbeats by, so that hosts whose clocks disagree still agree on which is stale.
+    SQLite's is UTC text in the form SQLAlchemy stores a datetime in (microseconds
+    padded from its milliseconds), so stored and computed times compare as text."""
+    if connection.dialect.name == "sqlite":
+        shift = f"{-minus.total_seconds():+.6f} seconds"
+        return func.strftime("%Y-%m-%d %H:%M:%f000", "now", shift)
+    return func.now() - minus if minus else func.now()
 
 
 def as_utc(value: datetime) -> datetime:

@@ -5,12 +5,12 @@ nothing, and a job that ended leaves no task queued or running."""
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from db_helpers import MATMUL
 
-from db import Job, JobStatus, RecordError
+from db import Job, JobStatus, RecordError, jobs
 
 UNFINISHED = (JobStatus.QUEUED, JobStatus.RUNNING)
 
@@ -73,6 +73,19 @@ def test_a_coordinator_whose_job_was_taken_over_cannot_end_it(database, key) -> 
         kept = database.end_job(job.id, "lost", status)
         assert (kept.status, kept.coordinator) == (JobStatus.RUNNING, "other")
     assert_settled(database.end_job(job.id, "other", JobStatus.DONE), JobStatus.DONE)
+
+
+def test_a_host_whose_clock_runs_ahead_leaves_a_live_job_alone(database, key, monkeypatch):
+    """Heartbeats and the stale cutoff are times of the database's clock: a coordinator
+    on a host two hours ahead claims the next job, not one another coordinator beats."""
+    live, queued = three_task_job(database, key), three_task_job(database, key)
+    assert database.claim_job("a").id == live.id
+    assert database.beat(live.id, "a")
+    ahead = datetime.now(UTC) + timedelta(hours=2)
+    monkeypatch.setattr(jobs, "now", lambda: ahead)
+    assert database.claim_job("b", stale_after=timedelta(seconds=60)).id == queued.id
+    assert database.job(live.id).coordinator == "a"
+    assert database.beat(live.id, "a")
 
 
 def test_concurrent_cancels_and_ends_settle_every_job_once(database, key) -> None:
