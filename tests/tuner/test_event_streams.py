@@ -4,17 +4,14 @@ server with watchers still stops when asked."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 
 import httpx
 import pytest
+from serve_process import serve_process
 from service_server import serving
 
 from db import Job, Role, SQLDatabase
@@ -92,28 +89,12 @@ def test_a_server_with_open_streams_stops_on_sigterm(counted) -> None:
     """``tensortune serve`` with watchers of a queued job ends soon after SIGTERM
     instead of waiting for a job that no one runs."""
     secret = counted.create_token("admin", Role.ADMIN)[1]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    command = [sys.executable, "-m", "tuner.cli", "serve", "--url", str(counted.url)]
-    running = subprocess.Popen(
-        [*command, "--port", "0", "--no-coordinator"], env=env, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert running.stdout is not None
-        url = next(
-            line.split("running on ")[1].split()[0]
-            for line in running.stdout
-            if "running on http://" in line
-        )
+    with serve_process(str(counted.url), "--no-coordinator") as (running, url):
         job = httpx.post(
             f"{url}/v1/jobs", json={"workloads": [RELU], "trials": 2}, headers=headers(secret)
         ).json()
         with ExitStack() as streams:
             open_streams(streams, url, secret, job["id"])
-            # The output is read on, so that the server never blocks on a full pipe.
-            threading.Thread(target=running.stdout.read, daemon=True).start()
             running.send_signal(signal.SIGTERM)
             running.wait(timeout=30)
-    finally:
-        running.kill()
-        running.wait()
     assert running.returncode in (0, -signal.SIGTERM)

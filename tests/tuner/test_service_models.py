@@ -18,6 +18,7 @@ from onnx_models import dynamic_batch, external_data, mlp, repeated_blocks, unsu
 from compiler.graph import GraphModule, import_onnx
 from db import RecordError
 from tuner.client import Client, ServiceError
+from tuner.service import model_check, model_routes
 from tuner.service.coordinator import Coordinator
 
 OCTETS = {"Content-Type": "application/octet-stream"}
@@ -84,11 +85,13 @@ def test_a_model_naming_a_file_beside_the_server_is_refused_unopened(
     client, database, rng, tmp_path, monkeypatch
 ) -> None:
     """The weights' bytes lie in a file of the server's working directory, where an
-    import that followed the model's external data would read them."""
+    import that followed the model's external data would read them. The check process's
+    code runs in this process here, so that the files it opens are seen."""
     model = mlp(rng)
     beside = tmp_path / "weights.bin"
     beside.write_bytes(external_data(model.graph.initializer[0], "weights.bin"))
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(model_routes, "_checked", model_check.answer)
     with files_opened() as opened:
         answer = upload(client, model.SerializeToString())
     assert answer.status_code == 422, answer.text
@@ -179,13 +182,13 @@ def test_submit_model_from_the_command_line(server, admin, tmp_path, rng) -> Non
             client.upload_model(b"garbage", "g")
 
 
-def test_a_stored_model_is_read_whole_once(client, database, rng, monkeypatch) -> None:
+def test_a_stored_model_is_read_whole_once(client, rng, monkeypatch) -> None:
     stored = upload(client, mlp(rng).SerializeToString()).json()
-    reads = []
-    read_content = database.model_content
+    checks = []
+    check = model_routes._checked
     monkeypatch.setattr(
-        database, "model_content", lambda model_id: reads.append(model_id) or read_content(model_id)
+        model_routes, "_checked", lambda request: checks.append(request) or check(request)
     )
     shown = [client.get(f"/v1/models/{stored['id']}").json() for _ in range(3)]
     assert shown[0] == shown[2] and shown[0]["tasks"] == stored["tasks"]
-    assert reads == [stored["id"]]
+    assert [request["model_id"] for request in checks] == [stored["id"]]

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from compiler.graph import Graph, GraphError, import_onnx
 from db import ModelFile, SQLDatabase
 from tuner.model_tasks import ModelTask, extract_tasks
+from tuner.service.schemas import ModelTaskView, ModelView
 
 
 class ModelFileError(ValueError):
@@ -36,6 +37,30 @@ def store_model(
     graph = read_model(content, shapes)
     stored, new = database.commit_model_file(name, content, shapes, token_id=token_id)
     return stored, new, graph
+
+
+def model_view(stored: ModelFile, new: bool, graph: Graph) -> ModelView:
+    """A stored model as the API shows it: its inputs and tasks."""
+    tasks = [
+        ModelTaskView(
+            workload_key=task.task.workload_key,
+            kind=task.kind,
+            weight=task.weight,
+            flop_count=task.task.flop_count,
+            worth_tuning=task.worth_tuning,
+        )
+        for task in extract_tasks(graph)
+    ]
+    return ModelView(
+        id=stored.id,
+        name=stored.name,
+        digest=stored.digest,
+        size=stored.size,
+        created_at=stored.created_at,
+        stored_now=new,
+        inputs={name: list(kind.shape) for name, kind in graph.inputs.items()},
+        tasks=tasks,
+    )
 
 
 def model_tasks(database: SQLDatabase, model_id: int, target: str) -> list[ModelTask]:

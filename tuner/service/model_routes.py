@@ -1,25 +1,33 @@
 """The routes of whole models: an ONNX file sent as the request body is imported,
 stored and answered with its tasks; a stored model is shown again by id. A model job
-is then a job naming the model (POST /v1/jobs with ``model``)."""
+is then a job naming the model (POST /v1/jobs with ``model``).
+
+The server never holds a model file whole: the body is written to a temporary file as
+it arrives, and a process of its own imports and stores it (``model_check``); a stored
+model's view is made there too, once."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import tempfile
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from starlette.concurrency import run_in_threadpool
 
-from compiler.graph import Graph
-from db import ModelFile, RecordError, SQLDatabase
-from tuner.model_tasks import extract_tasks, parse_input_shapes
+from db import RecordError, SQLDatabase
+from tuner.model_tasks import parse_input_shapes
 from tuner.service.memo import Memo
-from tuner.service.model_files import ModelFileError, read_model, store_model
-from tuner.service.schemas import NO_MODEL, ModelId, ModelTaskView, ModelView
+from tuner.service.schemas import NO_MODEL, ModelId, ModelView
 
 # The largest model file taken (the body limit of POST /v1/models).
 MAX_MODEL_BYTES = 512 << 20
 # The stored models whose views GET /v1/models/{id} keeps.
 MAX_VIEWS = 256
+# How long the process that imports a model file may take.
+CHECK_TIMEOUT_S = 600.0
 UPLOAD: dict[str, Any] = {
     "requestBody": {
         "required": True,
@@ -28,7 +36,14 @@ UPLOAD: dict[str, Any] = {
 }
 
 
+class ModelCheckError(RuntimeError):
+    """The process that reads a model file died or passed its deadline (a file that
+    crashes the parser, or one too large for the memory the process may take)."""
+
+
 def add_model_routes(v1: APIRouter, database: SQLDatabase, reader: Any, submitter: Any) -> None:
+    url = database.url  # to the check process on its standard input, never its argv
+
     @v1.post("/models", response_model=ModelView, openapi_extra=UPLOAD)
     async def upload_model(
         request: Request,
@@ -39,55 +54,63 @@ def add_model_routes(v1: APIRouter, database: SQLDatabase, reader: Any, submitte
         ] = [],  # noqa: B006 (FastAPI copies a default; this list is never changed)
         token: Any = submitter,
     ) -> ModelView:
-        content = await request.body()
         shapes = _shapes(shape)
-        try:
-            stored, new, graph = await run_in_threadpool(
-                store_model, database, name, content, shapes, token_id=token and token.id
-            )
-        except ModelFileError as err:
-            raise HTTPException(status_code=422, detail=f"body: {err}") from None
-        return await run_in_threadpool(_view, stored, new, graph)
+        with tempfile.NamedTemporaryFile(prefix="tensortune-upload-", suffix=".onnx") as spool:
+            async for chunk in request.stream():
+                spool.write(chunk)
+            spool.flush()
+            if not spool.tell():
+                raise HTTPException(status_code=422, detail="body: the model file is empty")
+            checked = {
+                "url": url,
+                "path": spool.name,
+                "name": name,
+                "shapes": {key: list(dims) for key, dims in shapes.items()},
+                "token_id": token and token.id,
+            }
+            try:
+                answer = await run_in_threadpool(_checked, checked)
+            except ModelCheckError as err:
+                raise HTTPException(status_code=422, detail=f"body: {err}") from None
+        if "error" in answer:
+            raise HTTPException(status_code=422, detail=f"body: {answer['error']}")
+        return ModelView.model_validate(answer["view"])
 
-    # A stored model never changes: its view is made once (reading the file whole and
-    # importing it), not at every read.
+    # A stored model never changes: its view is made once, not at every read.
     views: Memo[int, ModelView] = Memo(size=MAX_VIEWS)
 
     @v1.get("/models/{model_id}", response_model=ModelView, responses=NO_MODEL)
     def get_model(model_id: ModelId, token: Any = reader) -> ModelView:
-        return views.get(model_id, lambda: _stored_view(database, model_id))
+        return views.get(model_id, lambda: _stored_view(database, url, model_id))
 
 
-def _stored_view(database: SQLDatabase, model_id: int) -> ModelView:
+def _stored_view(database: SQLDatabase, url: str, model_id: int) -> ModelView:
     try:
-        stored = database.model_file(model_id)
+        database.model_file(model_id)
     except RecordError:
         raise HTTPException(status_code=404, detail=f"there is no model {model_id}") from None
-    graph = read_model(database.model_content(model_id), stored.shapes)
-    return _view(stored, False, graph)
+    return ModelView.model_validate(_checked({"url": url, "model_id": model_id})["view"])
 
 
-def _view(stored: ModelFile, new: bool, graph: Graph) -> ModelView:
-    tasks = [
-        ModelTaskView(
-            workload_key=task.task.workload_key,
-            kind=task.kind,
-            weight=task.weight,
-            flop_count=task.task.flop_count,
-            worth_tuning=task.worth_tuning,
+def _checked(request: dict[str, Any]) -> dict[str, Any]:
+    """The answer of a ``model_check`` process to ``request``."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "tuner.service.model_check"],
+            input=json.dumps(request),
+            capture_output=True,
+            text=True,
+            timeout=CHECK_TIMEOUT_S,
+            check=False,
         )
-        for task in extract_tasks(graph)
-    ]
-    return ModelView(
-        id=stored.id,
-        name=stored.name,
-        digest=stored.digest,
-        size=stored.size,
-        created_at=stored.created_at,
-        stored_now=new,
-        inputs={name: list(kind.shape) for name, kind in graph.inputs.items()},
-        tasks=tasks,
-    )
+    except subprocess.TimeoutExpired:
+        raise ModelCheckError(
+            f"reading the model file took longer than {CHECK_TIMEOUT_S:g} s"
+        ) from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise ModelCheckError(f"the process reading the model file failed: {last}")
+    return json.loads(done.stdout)
 
 
 def _shapes(given: list[str]) -> dict[str, tuple[int, ...]]:
