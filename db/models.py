@@ -84,6 +84,7 @@ class TokenRow(Base):
     __table_args__ = (
         CheckConstraint(_in("role", ROLES), name="role"),
         CheckConstraint("quota IS NULL OR quota >= 0", name="quota"),
+        CheckConstraint("upload_limit IS NULL OR upload_limit > 0", name="upload_limit"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -91,6 +92,7 @@ class TokenRow(Base):
     digest: Mapped[str] = mapped_column(String(64), unique=True)
     role: Mapped[str] = mapped_column(String(16))
     quota: Mapped[int | None] = mapped_column(Integer)
+    upload_limit: Mapped[int | None] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 

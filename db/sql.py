@@ -333,10 +333,12 @@ class SQLDatabase(Database):
     # API tokens (``db.tokens``) ------------------------------------------------------
 
     def create_token(
-        self, name: str, role: Role, *, quota: int | None = None
+        self, name: str, role: Role, *, quota: int | None = None, upload_limit: int | None = None
     ) -> tuple[ApiToken, str]:
-        """A new token and its secret, which is shown this once: only its digest is kept."""
-        return tokens.create_token(self._writer, name, Role(role), quota)
+        """A new token and its secret, which is shown this once: only its digest is kept.
+        ``quota``: the most unfinished jobs it may have; ``upload_limit``: the largest
+        model file it may upload, in bytes (None: no limit of its own)."""
+        return tokens.create_token(self._writer, name, Role(role), quota, upload_limit)
 
     def ensure_token(self, name: str, role: Role, secret: str) -> tuple[ApiToken, bool]:
         """The live token of a secret made elsewhere (a deployment's), registered now

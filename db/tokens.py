@@ -46,17 +46,22 @@ class ApiToken:
     quota: int | None
     created_at: datetime
     revoked_at: datetime | None
+    upload_limit: int | None = None  # the largest model file it may upload, in bytes
 
 
 def digest_of(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-def create_token(engine: Engine, name: str, role: Role, quota: int | None) -> tuple[ApiToken, str]:
+def create_token(
+    engine: Engine, name: str, role: Role, quota: int | None, upload_limit: int | None = None
+) -> tuple[ApiToken, str]:
     """A new token and its secret (shown once: only its digest is stored)."""
     _check_name(name)
     if quota is not None and (type(quota) is not int or quota < 0):
         raise RecordError(f"token quota: must be a non-negative integer, got {quota!r}")
+    if upload_limit is not None and (type(upload_limit) is not int or upload_limit < 1):
+        raise RecordError(f"token upload limit: must be a positive integer, got {upload_limit!r}")
     secret = SECRET_PREFIX + secrets.token_urlsafe(32)
     with engine.begin() as connection:
         token_id = connection.execute(
@@ -66,6 +71,7 @@ def create_token(engine: Engine, name: str, role: Role, quota: int | None) -> tu
                 digest=digest_of(secret),
                 role=Role(role).value,
                 quota=quota,
+                upload_limit=upload_limit,
                 created_at=now(),
             )
             .returning(TokenRow.id)
@@ -206,4 +212,5 @@ def _from_row(row: Row) -> ApiToken:
         quota=row.quota,
         created_at=as_utc(row.created_at),
         revoked_at=None if row.revoked_at is None else as_utc(row.revoked_at),
+        upload_limit=row.upload_limit,
     )

@@ -89,6 +89,11 @@ def add_commands(commands: Any) -> None:
     create.add_argument(
         "--quota", type=int_in_range(0), help="most unfinished jobs at once (default: no limit)"
     )
+    create.add_argument(
+        "--upload-limit-mib",
+        type=int_in_range(1),
+        help="largest model file it may upload, in MiB (default: the server's limit)",
+    )
     create.add_argument("--name", default="", help="who or what it is for (default: the role)")
     create.set_defaults(run=run_token_create)
     listing = actions.add_parser("list", help="the tokens, revoked ones too")
@@ -188,14 +193,16 @@ def _coordinating(coordinator: Coordinator, wake: threading.Event) -> Iterator[t
 
 def run_token_create(url: str, args: argparse.Namespace) -> None:
     with SQLDatabase(url) as database:
+        limit = None if args.upload_limit_mib is None else args.upload_limit_mib << 20
         token, secret = database.create_token(
-            args.name or args.role, Role(args.role), quota=args.quota
+            args.name or args.role, Role(args.role), quota=args.quota, upload_limit=limit
         )
     print(secret)
     quota = "no quota" if token.quota is None else f"quota {token.quota}"
+    uploads = "" if limit is None else f", uploads up to {args.upload_limit_mib} MiB"
     print(
-        f"# token {token.id} {token.name!r}: role {token.role.value}, {quota}; the secret "
-        "above is shown only now",
+        f"# token {token.id} {token.name!r}: role {token.role.value}, {quota}{uploads}; the "
+        "secret above is shown only now",
         file=sys.stderr,
     )
 

@@ -357,10 +357,12 @@ def test_a_method_the_path_lacks_is_405_naming_those_it_has(client) -> None:
 
 def test_tokens_are_made_listed_and_revoked_from_the_command_line(database, capsys) -> None:
     url = str(database.url)
-    assert cli.main(["token", "create", "--role", "submit", "--quota", "2", "--url", url]) == 0
+    made = ["token", "create", "--role", "submit", "--quota", "2", "--upload-limit-mib", "3"]
+    assert cli.main([*made, "--url", url]) == 0
     secret = capsys.readouterr().out.strip()
     token = database.token_for_secret(secret)
-    assert token is not None and (token.role, token.quota) == (Role.SUBMIT, 2)
+    assert token is not None
+    assert (token.role, token.quota, token.upload_limit) == (Role.SUBMIT, 2, 3 << 20)
     assert all(secret not in str(t) for t in database.tokens())  # only a digest is kept
     assert cli.main(["token", "list", "--url", url]) == 0
     assert "submit" in capsys.readouterr().out

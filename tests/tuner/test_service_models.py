@@ -16,7 +16,7 @@ from file_opens import files_opened
 from onnx_models import dynamic_batch, external_data, mlp, repeated_blocks, unsupported_ops
 
 from compiler.graph import GraphModule, import_onnx
-from db import RecordError
+from db import RecordError, Role
 from tuner.client import Client, ServiceError
 from tuner.service import model_check, model_routes
 from tuner.service.coordinator import Coordinator
@@ -192,3 +192,20 @@ def test_a_stored_model_is_read_whole_once(client, rng, monkeypatch) -> None:
     shown = [client.get(f"/v1/models/{stored['id']}").json() for _ in range(3)]
     assert shown[0] == shown[2] and shown[0]["tasks"] == stored["tasks"]
     assert [request["model_id"] for request in checks] == [stored["id"]]
+
+
+def test_a_file_over_its_token_upload_limit_is_413_and_stores_nothing(
+    server, database, rng
+) -> None:
+    _, secret = database.create_token("small", Role.SUBMIT, upload_limit=1024)
+    content = mlp(rng).SerializeToString()
+    assert len(content) > 1024
+    headers = {"Authorization": f"Bearer {secret}", **OCTETS}
+    with httpx.Client(base_url=server, timeout=60, headers=headers) as small:
+        declared = small.post("/v1/models", params={"name": "m"}, content=content)
+        streamed = small.post("/v1/models", params={"name": "m"}, content=iter([content]))
+    for answer in (declared, streamed):
+        assert answer.status_code == 413, answer.text
+        assert "upload limit of token 'small'" in answer.json()["detail"]
+    with pytest.raises(RecordError, match="no model file"):
+        database.model_file(1)

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query, Request
 from starlette.concurrency import run_in_threadpool
 
-from db import RecordError, SQLDatabase
+from db import ApiToken, RecordError, SQLDatabase
 from tuner.model_tasks import parse_input_shapes
 from tuner.service.memo import Memo
 from tuner.service.schemas import NO_MODEL, ModelId, ModelView
@@ -55,9 +55,15 @@ def add_model_routes(v1: APIRouter, database: SQLDatabase, reader: Any, submitte
         token: Any = submitter,
     ) -> ModelView:
         shapes = _shapes(shape)
+        limit = token.upload_limit if token is not None else None
+        declared = request.headers.get("content-length", "")
+        if limit is not None and declared.isdigit() and int(declared) > limit:
+            raise _over(token)
         with tempfile.NamedTemporaryFile(prefix="tensortune-upload-", suffix=".onnx") as spool:
             async for chunk in request.stream():
                 spool.write(chunk)
+                if limit is not None and spool.tell() > limit:
+                    raise _over(token)
             spool.flush()
             if not spool.tell():
                 raise HTTPException(status_code=422, detail="body: the model file is empty")
@@ -82,6 +88,15 @@ def add_model_routes(v1: APIRouter, database: SQLDatabase, reader: Any, submitte
     @v1.get("/models/{model_id}", response_model=ModelView, responses=NO_MODEL)
     def get_model(model_id: ModelId, token: Any = reader) -> ModelView:
         return views.get(model_id, lambda: _stored_view(database, url, model_id))
+
+
+def _over(token: ApiToken) -> HTTPException:
+    """The refusal of a file over the token's upload limit."""
+    return HTTPException(
+        status_code=413,
+        detail=f"the model file is over {token.upload_limit} bytes, the upload limit of "
+        f"token {token.name!r}",
+    )
 
 
 def _stored_view(database: SQLDatabase, url: str, model_id: int) -> ModelView:
