@@ -209,3 +209,11 @@ def test_a_file_over_its_token_upload_limit_is_413_and_stores_nothing(
         assert "upload limit of token 'small'" in answer.json()["detail"]
     with pytest.raises(RecordError, match="no model file"):
         database.model_file(1)
+
+
+def test_a_check_process_that_fails_is_a_model_check_error(tmp_path) -> None:
+    """The check process ends with an error of its own (here: no database at its URL);
+    the route answers that as a 422 naming it, never a 500."""
+    missing = f"sqlite:///{tmp_path / 'absent' / 'tune.db'}"
+    with pytest.raises(model_routes.ModelCheckError, match="the process reading the model"):
+        model_routes._checked({"url": missing, "model_id": 1})
