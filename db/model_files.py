@@ -1,23 +1,28 @@
 """Model files: ONNX models uploaded to the service, each stored once per set of input
 shapes to import it with (keyed by the file's SHA-256 and the shapes'). The database
-keeps the bytes and knows nothing of ONNX: checking that a file is a model the
+keeps the bytes, in pieces, and knows nothing of ONNX: checking that a file is a model the
 compiler imports is the service's job, before it stores one."""
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import IO, Any
 
 from sqlalchemy import Engine, Row, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from db.errors import RecordError
-from db.models import ModelFileRow
+from db.models import ModelFileChunkRow, ModelFileRow
 from db.queries import as_utc, now
+
+# The size of the pieces a model file is stored in (migration 0012 cut the files stored
+# before it alike).
+CHUNK_BYTES = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -34,18 +39,20 @@ class ModelFile:
 def commit_model_file(
     engine: Engine,
     name: str,
-    content: bytes,
+    content: bytes | IO[bytes],
     shapes: Mapping[str, Sequence[int]],
     token_id: int | None,
 ) -> tuple[ModelFile, bool]:
-    """The stored file of ``content`` with ``shapes`` and whether this call stored it:
-    the same bytes with the same shapes twice are one model (the first name kept); with
-    other shapes, another."""
+    """The stored file of ``content`` (bytes, or a binary file read from its start) with
+    ``shapes`` and whether this call stored it: the same bytes with the same shapes twice
+    are one model (the first name kept); with other shapes, another. A file is read
+    twice, a piece at a time: once for its digest, once to store it."""
     if not name or len(name) > 256:
         raise RecordError(f"model name: give 1 to 256 characters, got {len(name)}")
-    if not content:
+    source = io.BytesIO(content) if isinstance(content, bytes) else content
+    digest, size = _digest(source)
+    if not size:
         raise RecordError("model file: it is empty")
-    digest = hashlib.sha256(content).hexdigest()
     plain_shapes = {key: [int(d) for d in dims] for key, dims in shapes.items()}
     shapes_key = _shapes_key(plain_shapes)
     stored = _stored(engine, digest, shapes_key)
@@ -55,16 +62,21 @@ def commit_model_file(
         "name": name,
         "digest": digest,
         "shapes_key": shapes_key,
-        "size": len(content),
+        "size": size,
         "shapes": plain_shapes,
-        "content": content,
         "created_at": now(),
         "token_id": token_id,
     }
     stored_here = True
     try:
         with engine.begin() as connection:
-            connection.execute(insert(ModelFileRow).values(**row))
+            model_id = connection.execute(
+                insert(ModelFileRow).values(**row).returning(ModelFileRow.id)
+            ).scalar_one()
+            for seq, piece in enumerate(_pieces(source)):
+                connection.execute(
+                    insert(ModelFileChunkRow).values(model_id=model_id, seq=seq, data=piece)
+                )
     except IntegrityError:
         stored_here = False  # a racing upload of the same model stored it first
     found = _stored(engine, digest, shapes_key)
@@ -80,14 +92,17 @@ def model_file(engine: Engine, model_id: int) -> ModelFile:
     return _from_row(row)
 
 
-def model_content(engine: Engine, model_id: int) -> bytes:
+def write_model_content(engine: Engine, model_id: int, target: IO[bytes]) -> None:
+    """Write the bytes of a stored model file to ``target``, a piece at a time."""
+    model_file(engine, model_id)
+    stmt = (
+        select(ModelFileChunkRow.data)
+        .where(ModelFileChunkRow.model_id == model_id)
+        .order_by(ModelFileChunkRow.seq)
+    )
     with engine.connect() as connection:
-        content = connection.execute(
-            select(ModelFileRow.content).where(ModelFileRow.id == model_id)
-        ).scalar_one_or_none()
-    if content is None:
-        raise RecordError(f"no model file with id {model_id!r}")
-    return bytes(content)
+        for piece in connection.execution_options(yield_per=1).execute(stmt).scalars():
+            target.write(piece)
 
 
 _COLUMNS = (
@@ -105,6 +120,22 @@ def _shapes_key(shapes: Mapping[str, list[int]]) -> str:
     """The SHA-256 of the shapes as canonical JSON (migration 0009 computes it alike)."""
     canonical = json.dumps(shapes, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _digest(source: IO[bytes]) -> tuple[str, int]:
+    """The SHA-256 and the size of the file, which is then read again from its start."""
+    source.seek(0)
+    digest = hashlib.sha256()
+    size = 0
+    for piece in _pieces(source):
+        digest.update(piece)
+        size += len(piece)
+    source.seek(0)
+    return digest.hexdigest(), size
+
+
+def _pieces(source: IO[bytes]) -> Iterator[bytes]:
+    return iter(lambda: source.read(CHUNK_BYTES), b"")
 
 
 def _stored(engine: Engine, digest: str, shapes_key: str) -> ModelFile | None:

@@ -108,9 +108,22 @@ class ModelFileRow(Base):
     shapes_key: Mapped[str] = mapped_column(String(64))
     size: Mapped[int] = mapped_column(BigInteger)
     shapes: Mapped[dict[str, Any]] = mapped_column(JSON)
-    content: Mapped[bytes] = mapped_column(LargeBinary)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     token_id: Mapped[int | None] = mapped_column(ForeignKey("tokens.id"))
+
+
+class ModelFileChunkRow(Base):
+    """A model file's bytes in pieces (``db.model_files.CHUNK_BYTES`` each, the last one
+    shorter), in the order of ``seq``: a file is written and read a piece at a time, so
+    neither side of the connection holds it whole."""
+
+    __tablename__ = "model_file_chunks"
+
+    model_id: Mapped[int] = mapped_column(
+        ForeignKey("model_files.id", ondelete="CASCADE"), primary_key=True
+    )
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
 
 
 class JobRow(Base):

@@ -315,20 +315,21 @@ class SQLDatabase(Database):
     def commit_model_file(
         self,
         name: str,
-        content: bytes,
+        content: bytes | IO[bytes],
         shapes: Mapping[str, Sequence[int]],
         *,
         token_id: int | None = None,
     ) -> tuple[ModelFile, bool]:
-        """The stored file of ``content`` (stored now, or already), and whether it was
-        stored now."""
+        """The stored file of ``content`` (bytes, or a binary file; stored now, or
+        already), and whether it was stored now."""
         return model_files.commit_model_file(self._writer, name, content, shapes, token_id)
 
     def model_file(self, model_id: int) -> ModelFile:
         return model_files.model_file(self._engine, model_id)
 
-    def model_content(self, model_id: int) -> bytes:
-        return model_files.model_content(self._engine, model_id)
+    def write_model_content(self, model_id: int, target: IO[bytes]) -> None:
+        """Write a stored model file's bytes to ``target``, a piece at a time."""
+        model_files.write_model_content(self._engine, model_id, target)
 
     # API tokens (``db.tokens``) ------------------------------------------------------
 

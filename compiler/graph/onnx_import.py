@@ -56,10 +56,13 @@ def import_onnx(
     opset = _opset(proto)
     _check_operators(proto.graph, opset)
     constants = {t.name: numpy_helper.to_array(t) for t in proto.graph.initializer}
+    taken = _onnx_names(proto.graph)
+    if not isinstance(model, onnx.ModelProto):
+        proto = _without_initializers(proto)
     scope = Scope(
         inputs=_input_types(proto.graph, constants, shapes or {}),
         constants=constants,
-        taken=_onnx_names(proto.graph),
+        taken=taken,
     )
     read = {name for node in proto.graph.node for name in node.input}
     read |= {value.name for value in proto.graph.output}
@@ -83,6 +86,16 @@ def _load(model: onnx.ModelProto | str | os.PathLike[str] | bytes) -> onnx.Model
         return onnx.load(path, load_external_data=False)
     except DecodeError as err:
         raise GraphError(f"{path} is not an ONNX model: {err}") from None
+
+
+def _without_initializers(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of the model without its initializers, once they are arrays. A parsed
+    model lives in one block of memory that is given back only when the whole message
+    goes, so keeping it would hold every weight twice."""
+    proto.graph.ClearField("initializer")
+    light = onnx.ModelProto()
+    light.CopyFrom(proto)
+    return light
 
 
 def _refuse_external_data(model: onnx.ModelProto) -> None:

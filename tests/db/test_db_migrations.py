@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import json
 import statistics
 import subprocess
 import sys
 from datetime import UTC, datetime
 
+import numpy as np
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
@@ -18,7 +20,7 @@ from sqlalchemy import inspect, text
 from compiler.errors import ErrorKind
 from compiler.schedule.trace import TRACE_FORMAT_VERSION
 from compiler.schedule.tuned import canonical_target
-from db import ConnectError, Measurement, Purpose, SchemaError, SQLDatabase, migrate
+from db import ConnectError, Measurement, Purpose, SchemaError, SQLDatabase, migrate, model_files
 from db.compiler_border import trace_hash
 from db.engine import default_sqlite_path, default_url, open_engine
 from db.models import Base
@@ -300,3 +302,27 @@ def test_the_host_lost_error_kind_migrates_up_and_down(url):
         statuses = connection.execute(text("SELECT status FROM records ORDER BY id")).scalars()
         assert list(statuses) == ["ok", "crashed"]
     engine.dispose()
+
+
+def test_model_files_migrate_to_pieces_and_back_keeping_their_bytes(url):
+    """0012 moves each stored file into 4 MiB pieces; on the way down the pieces are
+    joined into the file's one value again."""
+    content = np.random.default_rng(0).bytes(model_files.CHUNK_BYTES + 12345)
+    with SQLDatabase(url) as db:
+        stored, _ = db.commit_model_file("m", content, {"x": (1, 8)})
+    engine = open_engine(url)
+    migrate.downgrade(engine, "0011")
+    with engine.connect() as connection:
+        whole = connection.execute(text("SELECT content FROM model_files")).scalar_one()
+    assert bytes(whole) == content
+    migrate.upgrade(engine)
+    with engine.connect() as connection:
+        sizes = connection.execute(
+            text("SELECT LENGTH(data) FROM model_file_chunks ORDER BY seq")
+        ).scalars()
+        assert list(sizes) == [model_files.CHUNK_BYTES, 12345]
+    engine.dispose()
+    with SQLDatabase(url) as db:
+        copy = io.BytesIO()
+        db.write_model_content(stored.id, copy)
+    assert copy.getvalue() == content

@@ -217,3 +217,16 @@ def test_a_check_process_that_fails_is_a_model_check_error(tmp_path) -> None:
     missing = f"sqlite:///{tmp_path / 'absent' / 'tune.db'}"
     with pytest.raises(model_routes.ModelCheckError, match="the process reading the model"):
         model_routes._checked({"url": missing, "model_id": 1})
+
+
+def test_a_check_past_its_deadline_is_422_and_stores_nothing(
+    client, database, rng, monkeypatch
+) -> None:
+    """A check process that runs past ``CHECK_TIMEOUT_S`` is killed; the upload answers
+    422 naming the deadline. (Starting the process alone takes longer than 0.05 s.)"""
+    monkeypatch.setattr(model_routes, "CHECK_TIMEOUT_S", 0.05)
+    answer = upload(client, mlp(rng).SerializeToString())
+    assert answer.status_code == 422, answer.text
+    assert "took longer than 0.05 s" in answer.json()["detail"]
+    with pytest.raises(RecordError, match="no model file"):
+        database.model_file(1)

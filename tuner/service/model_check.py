@@ -7,8 +7,8 @@ in the database at URL; ``{"url": URL, "model_id": ID}`` describes a stored mode
 Either answers ``{"view": ...}``, the model as ``GET /v1/models/{id}`` shows it.
 
 The service sends every model file here rather than parse it itself: importing a
-model holds its bytes, their parse and the graph at once (several times the file's
-size), and an upload is a file from a client. In a process of its own that memory is
+model holds the file's bytes and their parse at once (about twice the file's size),
+and an upload is a file from a client. In a process of its own that memory is
 given back when the process ends, and a file that crashes the parser costs the request,
 not the server.
 """
@@ -20,28 +20,32 @@ import sys
 from typing import Any
 
 from db import SQLDatabase
-from tuner.service.model_files import ModelFileError, model_view, read_model, store_model
+from tuner.service.model_files import (
+    ModelFileError,
+    model_contents,
+    model_view,
+    read_stored_model,
+    store_model,
+)
 
 
 def answer(request: dict[str, Any]) -> dict[str, Any]:
     with SQLDatabase(request["url"], create=False) as database:
         if "model_id" in request:
             stored = database.model_file(request["model_id"])
-            graph = read_model(database.model_content(stored.id), stored.shapes)
-            return {"view": model_view(stored, False, graph).model_dump(mode="json")}
-        with open(request["path"], "rb") as file:
-            content = file.read()
+            contents = model_contents(read_stored_model(database, stored))
+            return {"view": model_view(stored, False, contents).model_dump(mode="json")}
         try:
-            stored, new, graph = store_model(
+            view = store_model(
                 database,
                 request["name"],
-                content,
+                request["path"],
                 request["shapes"],
                 token_id=request["token_id"],
             )
         except ModelFileError as err:
             return {"error": str(err)}
-        return {"view": model_view(stored, new, graph).model_dump(mode="json")}
+        return {"view": view.model_dump(mode="json")}
 
 
 def main() -> None:

@@ -4,7 +4,9 @@ wrong and nothing is kept), and its tasks are what a model job tunes."""
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from compiler.graph import Graph, GraphError, import_onnx
 from db import ModelFile, SQLDatabase
@@ -16,41 +18,58 @@ class ModelFileError(ValueError):
     """A model file the service cannot take; the message says why."""
 
 
-def read_model(content: bytes, shapes: Mapping[str, Sequence[int]]) -> Graph:
-    """The graph of an ONNX file; ModelFileError when it does not import."""
+def read_model(source: bytes | str, shapes: Mapping[str, Sequence[int]]) -> Graph:
+    """The graph of an ONNX file (its bytes, or its path); ModelFileError when it does
+    not import."""
     try:
-        return import_onnx(content, shapes=shapes)
+        return import_onnx(source, shapes=shapes)
     except GraphError as err:
         raise ModelFileError(str(err)) from None
+
+
+@dataclass(frozen=True)
+class ModelContents:
+    """What the API shows of a model's graph: its inputs and its tasks."""
+
+    inputs: dict[str, list[int]]
+    tasks: list[ModelTaskView]
+
+
+def model_contents(graph: Graph) -> ModelContents:
+    return ModelContents(
+        inputs={name: list(kind.shape) for name, kind in graph.inputs.items()},
+        tasks=[
+            ModelTaskView(
+                workload_key=task.task.workload_key,
+                kind=task.kind,
+                weight=task.weight,
+                flop_count=task.task.flop_count,
+                worth_tuning=task.worth_tuning,
+            )
+            for task in extract_tasks(graph)
+        ],
+    )
 
 
 def store_model(
     database: SQLDatabase,
     name: str,
-    content: bytes,
+    path: str,
     shapes: Mapping[str, Sequence[int]],
     *,
     token_id: int | None,
-) -> tuple[ModelFile, bool, Graph]:
-    """Import the file, then store it (once per set of shapes: the same bytes with the
-    same shapes again are the same model)."""
-    graph = read_model(content, shapes)
-    stored, new = database.commit_model_file(name, content, shapes, token_id=token_id)
-    return stored, new, graph
+) -> ModelView:
+    """Import the file at ``path``, then store it (once per set of shapes: the same bytes
+    with the same shapes again are the same model). The graph, whose weights are as
+    large as the file, is gone before the file is stored, a piece at a time."""
+    contents = model_contents(read_model(path, shapes))
+    with open(path, "rb") as file:
+        stored, new = database.commit_model_file(name, file, shapes, token_id=token_id)
+    return model_view(stored, new, contents)
 
 
-def model_view(stored: ModelFile, new: bool, graph: Graph) -> ModelView:
-    """A stored model as the API shows it: its inputs and tasks."""
-    tasks = [
-        ModelTaskView(
-            workload_key=task.task.workload_key,
-            kind=task.kind,
-            weight=task.weight,
-            flop_count=task.task.flop_count,
-            worth_tuning=task.worth_tuning,
-        )
-        for task in extract_tasks(graph)
-    ]
+def model_view(stored: ModelFile, new: bool, contents: ModelContents) -> ModelView:
+    """A stored model as the API shows it."""
     return ModelView(
         id=stored.id,
         name=stored.name,
@@ -58,12 +77,21 @@ def model_view(stored: ModelFile, new: bool, graph: Graph) -> ModelView:
         size=stored.size,
         created_at=stored.created_at,
         stored_now=new,
-        inputs={name: list(kind.shape) for name, kind in graph.inputs.items()},
-        tasks=tasks,
+        inputs=contents.inputs,
+        tasks=contents.tasks,
     )
 
 
+def read_stored_model(database: SQLDatabase, stored: ModelFile) -> Graph:
+    """The graph of a stored model, imported with its stored shapes. The file is copied
+    to a temporary one to import it from: its bytes are never held whole, only their
+    parse."""
+    with tempfile.NamedTemporaryFile(prefix="tensortune-model-", suffix=".onnx") as copy:
+        database.write_model_content(stored.id, copy)
+        copy.flush()
+        return read_model(copy.name, stored.shapes)
+
+
 def model_tasks(database: SQLDatabase, model_id: int, target: str) -> list[ModelTask]:
-    """The tasks of a stored model on ``target``, imported with its stored shapes."""
-    stored = database.model_file(model_id)
-    return extract_tasks(read_model(database.model_content(model_id), stored.shapes), target)
+    """The tasks of a stored model on ``target``."""
+    return extract_tasks(read_stored_model(database, database.model_file(model_id)), target)
