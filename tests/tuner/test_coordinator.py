@@ -23,7 +23,7 @@ from compiler.workload.spec import workload_from_spec
 from db import JobStatus, Purpose
 from tuner.client import Client
 from tuner.service.coordinator import Coordinator
-from tuner.service.jobs import JobRequest, JobRequestError, cancel, submit
+from tuner.service.jobs import JobRequest, JobRequestError, submit
 
 MATMUL = {"op": "matmul", "args": {"m": 24, "n": 16, "k": 8}}
 RELU = {"op": "relu", "args": {"shape": [12, 10]}}
@@ -85,7 +85,7 @@ def test_a_job_is_claimed_once_and_the_queue_then_is_empty(database, backend) ->
 
 def test_a_cancelled_job_is_not_run(database, backend) -> None:
     job = submit(database, JobRequest((RELU,), trials=2, tuner="random"))
-    assert cancel(database, job.id).status is JobStatus.CANCELLED
+    assert database.cancel_job(job.id).status is JobStatus.CANCELLED
     assert Coordinator(database, backend).run_next() is None
     assert database.job(job.id).tasks[0].trials_done == 0
 
@@ -101,7 +101,7 @@ def test_cancelling_a_running_job_stops_it_after_the_current_batch(
 
     def cancel_once_measuring(job_id: int) -> bool:
         if database.job(job_id).tasks[0].trials_done > 0:
-            cancel(database, job_id)
+            database.cancel_job(job_id)
         return asks(job_id)
 
     monkeypatch.setattr(coordinator, "_cancelled", cancel_once_measuring)
@@ -178,7 +178,7 @@ def test_a_job_whose_coordinator_is_killed_is_requeued_and_finished(database, ba
 def test_a_finished_job_stays_finished_when_cancelled(database, backend) -> None:
     job = submit(database, JobRequest((RELU,), trials=2, tuner="random"))
     Coordinator(database, backend).run_next()
-    assert cancel(database, job.id).status is JobStatus.DONE
+    assert database.cancel_job(job.id).status is JobStatus.DONE
 
 
 @pytest.mark.parametrize(

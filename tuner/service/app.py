@@ -370,7 +370,7 @@ def create_app(
                 detail=f"job {job_id} was submitted by another token; only an admin token "
                 "cancels the jobs of others",
             )
-        return _job(database, jobs.cancel(database, job_id))
+        return _job(database, database.cancel_job(job_id))
 
     add_history_routes(
         v1,

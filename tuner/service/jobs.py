@@ -148,9 +148,3 @@ def _submit_model(
         token_id=token_id,
         priority=request.priority,
     )
-
-
-def cancel(database: SQLDatabase, job_id: int) -> Job:
-    """Cancel a queued or running job (a running one stops after its current batch);
-    a finished job stays as it is."""
-    return database.cancel_job(job_id)
