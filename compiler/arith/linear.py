@@ -13,7 +13,8 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 from compiler.ir import expr as E
-from compiler.ir.expr import IntImm, PrimExpr
+from compiler.ir.analysis import uses_var
+from compiler.ir.expr import IntImm, PrimExpr, Var
 from compiler.ir.node import Node
 
 
@@ -87,6 +88,20 @@ def to_linear(e: PrimExpr) -> Linear:
     out = Linear(e.dtype)
     _collect(e, 1, out)
     return out
+
+
+def stride(index: PrimExpr, var: Var) -> int | None:
+    """How far ``index`` moves when ``var`` grows by one; None when that depends on
+    where it is (``var`` inside a division, a min, a load)."""
+    if not uses_var(index, var):
+        return 0
+    linear = to_linear(index)
+    key = structural_key(var)
+    term = linear.terms.get(key)
+    others = [atom for other, (atom, _) in linear.terms.items() if other != key]
+    if term is None or any(uses_var(atom, var) for atom in others):
+        return None
+    return term[1]
 
 
 def _collect(e: PrimExpr, scale: int, out: Linear) -> None:

@@ -50,13 +50,13 @@ from functools import cached_property, partial
 
 import numpy as np
 
-from compiler.arith.linear import structural_key as _key
-from compiler.arith.linear import to_linear
+from compiler.arith.linear import stride
+from compiler.arith.simplifier import simplify
 from compiler.codegen.target import LLVMTarget
 from compiler.ir import expr as E
 from compiler.ir.analysis import find_block_realize, substitute, uses_var
 from compiler.ir.buffer import Buffer
-from compiler.ir.expr import PrimExpr, Var
+from compiler.ir.expr import PrimExpr, Range, Var
 from compiler.ir.function import IRModule, PrimFunc
 from compiler.ir.layout_free import is_conversion, layout_free_params
 from compiler.ir.node import Node, visit
@@ -128,8 +128,24 @@ class _Nest:
             total *= extent
         return total
 
+    @cached_property
+    def ranges(self) -> dict[Var, Range]:
+        return {loop.loop_var: Range(loop.min, loop.extent) for loop in self.loops}
+
+    def bound(self, indices: tuple[PrimExpr, ...]) -> tuple[PrimExpr, ...]:
+        """``indices`` in the loop variables (each block variable replaced by its
+        binding), simplified under the loops' ranges: an index that a fused reshape or
+        transpose wrote as divisions and remainders of a flat position comes out as
+        the affine form the strides are read from."""
+        block = self.realize.block
+        mapping = {
+            iv.var: value
+            for iv, value in zip(block.iter_vars, self.realize.iter_values, strict=True)
+        }
+        return tuple(simplify(substitute(i, mapping), self.ranges) for i in indices)
+
     def writes(self) -> list[tuple[PrimExpr, ...]]:
-        return [_bound_indices(self.realize, s.indices) for s in _stores(self.realize)]
+        return [self.bound(s.indices) for s in _stores(self.realize)]
 
     def reads(self, *, skip: Iterable[Buffer] = ()) -> list[tuple[PrimExpr, ...]]:
         """The indices of every load, in loop variables; none of the buffers ``skip``."""
@@ -140,7 +156,7 @@ class _Nest:
             if isinstance(n, BlockRealize) and n is not self.realize:
                 return False
             if isinstance(n, E.BufferLoad) and id(n.buffer) not in skipped:
-                found.append(_bound_indices(self.realize, n.indices))
+                found.append(self.bound(n.indices))
             return None
 
         visit(self.realize.block.body, collect)
@@ -335,7 +351,7 @@ def _read_along(nest: _Nest, buffer: Buffer, var: Var) -> bool:
     def collect(n: Node) -> bool | None:
         nonlocal found
         if isinstance(n, E.BufferLoad) and n.buffer is buffer:
-            bound = _bound_indices(nest.realize, n.indices)
+            bound = nest.bound(n.indices)
             found = found or any(uses_var(index, var) for index in bound)
         return None
 
@@ -616,34 +632,12 @@ def _stores(realize: BlockRealize) -> list[BufferStore]:
     return found
 
 
-def _bound_indices(realize: BlockRealize, indices: tuple[PrimExpr, ...]) -> tuple[PrimExpr, ...]:
-    """``indices`` in the loop variables: each block variable replaced by its binding."""
-    mapping = {
-        iv.var: value
-        for iv, value in zip(realize.block.iter_vars, realize.iter_values, strict=True)
-    }
-    return tuple(substitute(i, mapping) for i in indices)
-
-
-def _stride(index: PrimExpr, var: Var) -> int | None:
-    """How far ``index`` moves when ``var`` grows by one; None when that depends on
-    where it is (``var`` inside a division, a min, a load)."""
-    if not uses_var(index, var):
-        return 0
-    linear = to_linear(index)
-    term = linear.terms.get(_key(var))
-    others = [atom for key, (atom, _) in linear.terms.items() if key != _key(var)]
-    if term is None or any(uses_var(atom, var) for atom in others):
-        return None
-    return term[1]
-
-
 def _contiguous(indices: tuple[PrimExpr, ...], var: Var) -> bool:
     """Consecutive values of ``var`` touch consecutive elements (row-major)."""
     if not indices:
         return False
     *outer, last = indices
-    return _stride(last, var) == 1 and all(_stride(i, var) == 0 for i in outer)
+    return stride(last, var) == 1 and all(stride(i, var) == 0 for i in outer)
 
 
 def _streams(indices: tuple[PrimExpr, ...], var: Var) -> bool:
@@ -653,9 +647,9 @@ def _streams(indices: tuple[PrimExpr, ...], var: Var) -> bool:
     if not indices:
         return True
     *outer, last = indices
-    step = _stride(last, var)
+    step = stride(last, var)
     return (
         step is not None
         and 0 <= step <= MAX_READ_STRIDE
-        and all(_stride(i, var) == 0 for i in outer)
+        and all(stride(i, var) == 0 for i in outer)
     )

@@ -19,7 +19,7 @@ from compiler.ir import expr as E
 from compiler.ir.buffer import Buffer
 from compiler.ir.expr import Var
 from compiler.ir.function import PrimFunc
-from compiler.ir.node import Node, transform
+from compiler.ir.node import Node, transform, visit
 from compiler.ir.stmt import (
     Allocate,
     Block,
@@ -30,9 +30,12 @@ from compiler.ir.stmt import (
     seq,
     true_predicate,
 )
+from compiler.schedule.default import default_schedule
 from compiler.topi.reference import conv2d_nchw_im2col
 
 VECTOR_TYPE = re.compile(r"<\d+ x float>")
+# Compiled, never run: the host may lack AVX-512.
+AVX512 = "llvm -mcpu=znver4 -num-cores=2"
 
 
 def with_loop_kinds(func: PrimFunc, kinds: dict[str, ForKind]) -> PrimFunc:
@@ -429,3 +432,42 @@ def test_integer_expressions_match_numpy(expr):
     got = np.zeros(64, "int32")
     lib(_A_VALUES, _B_VALUES, got)
     np.testing.assert_array_equal(got, _numpy_eval(expr), err_msg=str(expr))
+
+
+def test_a_loop_around_a_short_vector_loop_is_not_vectorized_with_gathers(rng):
+    """A blocked bias add: its vector loop is the 8-channel block, half an AVX-512
+    vector. LLVM unrolls such a loop whole; its vectorizer then took the loop around it
+    and made gathers and scatters across the block. The loop around is marked not to
+    be vectorized, so the block's 8 lanes stay one vector."""
+    data = te.placeholder((4, 7, 7, 8), name="data")
+    bias = te.placeholder((4, 8), name="bias")
+    out = te.compute((4, 7, 7, 8), lambda c, y, x, b: data[c, y, x, b] + bias[c, b], name="out")
+    func = default_schedule(te.create_prim_func([data, bias, out]), target=AVX512)
+    kinds = []
+    visit(func.body, lambda n: kinds.append(n.kind) if isinstance(n, For) else None)
+    assert kinds[-1] is ForKind.VECTORIZED
+    avx512 = compiler.build(func, AVX512)
+    assert not re.search(r"gather|scatter", avx512.get_source("asm"))
+    d = rng.standard_normal((4, 7, 7, 8)).astype("float32")
+    b = rng.standard_normal((4, 8)).astype("float32")
+    got = np.zeros_like(d)
+    compiler.build(func)(d, b, got)
+    np.testing.assert_array_equal(got, d + b[:, None, None, :])
+
+
+KEEP_OUT = '!"llvm.loop.vectorize.enable", i1 false'
+
+
+def test_only_a_loop_around_a_streaming_vector_loop_is_kept_from_vectorizing(tmp_path):
+    """A transpose whose vector loop reads a column gathers anyway: the loop around it
+    stays LLVM's to vectorize (it reads rows). A copy whose vector loop streams keeps
+    the loop around it scalar."""
+    a = te.placeholder((64, 48), name="A")
+    column = te.compute((48, 64), lambda i, j: a[j, i], name="T")
+    row = te.compute((64, 48), lambda i, j: a[i, j] * 2.0, name="R")
+    for out, kept in ((column, False), (row, True)):
+        func = with_loop_kinds(te.create_prim_func([a, out]), {"j": ForKind.VECTORIZED})
+        folder = tmp_path / out.op.name
+        compiler.build(func, dump_ir=folder)
+        (text,) = [p.read_text() for p in folder.iterdir() if p.name.endswith("-llvm.ll")]
+        assert (KEEP_OUT in text) is kept
