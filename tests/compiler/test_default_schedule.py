@@ -198,6 +198,31 @@ def test_a_fused_transpose_read_is_seen_through_its_divisions() -> None:
     np.testing.assert_allclose(got, want, rtol=1e-4)
 
 
+def test_a_product_of_two_rows_sums_in_vectors_of_partial_sums() -> None:
+    """``C[p, i, j] = sum_k A[p, i, k] * B[p, j, k]`` (an attention score, ``Q @ K^T``):
+    no spatial loop can go inside ``k`` without a column read, so ``k`` is split by
+    the lanes and its inner piece factored out and vectorized; the lanes are added
+    after (the sum ran as a chain of scalar multiply-adds)."""
+    a = te.placeholder((4, 24, 64), name="A")
+    b = te.placeholder((4, 40, 64), name="B")
+    k = te.reduce_axis((0, 64), name="k")
+    c = te.compute((4, 24, 40), lambda p, i, j: te.sum(a[p, i, k] * b[p, j, k], axis=k))
+    func = te.create_prim_func([a, b, c])
+    scheduled = default_schedule(func, target=AVX2, min_parallel_work=1)
+    names = [loop.loop_var.name for loop in loops(scheduled)]
+    assert names[:5] == ["p_i_fused", "j", "k_0", "k_1", "k_1_wb"]
+    assert kinds(scheduled)[:4] == [
+        ForKind.PARALLEL,
+        ForKind.SERIAL,
+        ForKind.SERIAL,
+        ForKind.VECTORIZED,
+    ]
+    arrays = inputs_for(func)
+    got = run(compiler.build(scheduled, AVX2), func, arrays)
+    want = np.einsum("pik,pjk->pij", arrays[0], arrays[1])
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
 def test_one_dimensional_loops_split_into_parallel_chunks_of_whole_vectors() -> None:
     func = default_schedule(spec("relu", shape=[400000]), target=AVX2)
     outer, inner = loops(func)
