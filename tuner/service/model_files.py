@@ -18,11 +18,12 @@ class ModelFileError(ValueError):
     """A model file the service cannot take; the message says why."""
 
 
-def read_model(source: bytes | str, shapes: Mapping[str, Sequence[int]]) -> Graph:
-    """The graph of an ONNX file (its bytes, or its path); ModelFileError when it does
-    not import."""
+def read_model(path: str, shapes: Mapping[str, Sequence[int]]) -> Graph:
+    """The graph of the ONNX file at ``path``; ModelFileError when it does not import.
+    Imported from the file, not from bytes, so its bytes and their parse are never held
+    together with the weights."""
     try:
-        return import_onnx(source, shapes=shapes)
+        return import_onnx(path, shapes=shapes)
     except GraphError as err:
         raise ModelFileError(str(err)) from None
 
