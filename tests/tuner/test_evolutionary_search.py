@@ -6,6 +6,7 @@ tunes through ``tensortune tune --tuner evolutionary`` with the real workers."""
 from __future__ import annotations
 
 import math
+import random
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ from replay_measurements import (
     trials_to,
 )
 
+from compiler.schedule import ScheduleError
 from compiler.workload.spec import workload_from_spec
 from tuner import search
 from tuner.cli import main
@@ -111,18 +113,41 @@ def test_after_its_warmup_an_ask_replays_only_the_points_it_shortlists(
     warmup = strategy.generate_measure_candidates()
     assert warmup is not None
     strategy.notify_runner_results(warmup, replay.measure(warmup))
-    replayed: set[Decisions] = set()
-    replay_point = space.candidate
-
-    def counted(decisions: Decisions) -> TraceCandidate:
-        replayed.add(decisions)
-        return replay_point(decisions)
-
-    monkeypatch.setattr(space, "candidate", counted)
+    replayed = counting_replays(space, monkeypatch)
     batch = strategy.generate_measure_candidates()
     assert batch is not None and len(batch) == 8
     new = replayed - {o.decisions for o in strategy.history}
     assert len(new) <= (evolutionary.CONFIRMED_PER_CANDIDATE + 1) * 8, len(new)
+
+
+def test_an_ask_with_only_transfer_records_replays_one_population_and_a_shortlist(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Before its own measurements (a model's task in its first round), the search
+    scores one population of random points with the program model, which other
+    workloads' records taught, and evolves them on the decisions: it replays that
+    population and the shortlist, not every child of every generation (about 160
+    points for a batch of 8 before)."""
+    space, _, _ = hidden_best_space()
+    other = space.for_workload(
+        workload_from_spec({"op": "matmul", "args": {"m": 64, "n": 32, "k": 16}})
+    )
+    assert other is not None
+    rng = random.Random(0)
+    records = []
+    while len(records) < 48:
+        try:
+            candidate = other.candidate(other.random_decisions(rng))
+        except ScheduleError:
+            continue
+        records.append((candidate.trace_json, rng.uniform(1e-5, 1e-3)))
+    strategy = search.create("evolutionary", space=space, max_trials=64, batch_size=8, seed=2)
+    assert strategy.learn_from(other, records) > 0
+    replayed = counting_replays(space, monkeypatch)
+    batch = strategy.generate_measure_candidates()
+    assert batch is not None and len(batch) == 8
+    shortlist = (evolutionary.CONFIRMED_PER_CANDIDATE + 1) * 8
+    assert len(replayed) <= evolutionary.MIN_POPULATION + shortlist, len(replayed)
 
 
 @pytest.mark.parametrize("kind", ["template", "trace"])
@@ -145,6 +170,19 @@ def test_exact_batches_no_trace_twice_and_nothing_restored_proposed(kind: str) -
     assert sizes == [8, 8, 8, 8]
     assert max(measured.measured.values()) == 1
     assert not restored & set(measured.measured)
+
+
+def counting_replays(space: Space, monkeypatch: pytest.MonkeyPatch) -> set[Decisions]:
+    """The set that every point ``space`` replays from now on is added to."""
+    replayed: set[Decisions] = set()
+    replay_point = space.candidate
+
+    def counted(decisions: Decisions) -> TraceCandidate:
+        replayed.add(decisions)
+        return replay_point(decisions)
+
+    monkeypatch.setattr(space, "candidate", counted)
+    return replayed
 
 
 def test_before_warmup_it_proposes_what_random_search_does(replay: Replay) -> None:

@@ -13,30 +13,32 @@ Each ask, in order:
 1. until ``warmup`` candidates ran (and no transfer records were given), propose
    nothing: the base class measures at random, and the model has nothing to learn;
 2. fit the cost model on every observation and the transfer records;
-3. the first population: the fastest points measured so far and random ones;
-4. each of ``generations`` times: score the population, draw parents with
-   probability proportional to their predicted throughput, mutate each into a
-   child, and keep the children not met before;
-5. propose the best-scored unvisited points met in any generation, except a
-   share ``epsilon`` of random points, so regions the model wrongly thinks poor
-   still get measured.
+3. fit a second, cheap model that reads only the decisions (see below);
+4. the first population: the fastest points measured so far and random ones;
+5. each of ``generations`` times: score the population with the cheap model,
+   draw parents with probability proportional to their predicted throughput,
+   mutate each into a child, and keep the children not met before;
+6. replay the best-scored unvisited points met in any generation,
+   ``CONFIRMED_PER_CANDIDATE`` per candidate wanted, and rank them by the cost
+   model; propose the best, except a share ``epsilon`` of random points, so
+   regions the model wrongly thinks poor still get measured.
 
 Scoring a point with the program's features needs its candidate, a replay of its
 trace that costs tens of milliseconds for a blocked convolution, and generations
-of a population meet a few hundred points an ask. So once the search has its own
-measurements, the generations are scored by a second model on the decisions alone
-(``DecisionFeatures``, microseconds a point; AutoTVM's knob features), trained on
-the same observations, and only the best ``CONFIRMED_PER_CANDIDATE`` points per
-candidate wanted are replayed and ranked by the program's model: about a fifth of
-the replays. A search that has only other workloads' records (transfer) scores
-every generation with the program's model, as the decisions of another space
-mean nothing here.
+of a population meet a few hundred points an ask. So the generations are scored
+by a second model on the decisions alone (``DecisionFeatures``, microseconds a
+point; AutoTVM's knob features), and only the shortlist is replayed: about a fifth
+of the replays. The decision model learns from the search's own observations;
+a search that has only other workloads' records (transfer, a model's tasks in
+their first round) has none, and another space's decisions mean nothing here, so
+it learns the program model's scores of one population of random points that
+replay, which then start the generations.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Container, Iterator, Mapping, Sequence
+from collections.abc import Container, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -54,8 +56,8 @@ from tuner.space.base import Decisions, Space
 # of making its candidate, which the search does anyway for the points it shortlists.
 DEFAULT_FEATURES = "program"
 # The largest population the default sizing gives; MetaSchedule's CPU default is 2048,
-# but a search with only transfer records replays each point in Python (about 10 ms
-# for a knob template, tens for a blocked convolution of a generated space).
+# but a search with only transfer records replays its first population in Python (about
+# 10 ms a point for a knob template, tens for a blocked convolution of a generated space).
 POPULATION_SIZE = 512
 # The default population per candidate a batch wants, and its floor: the search's
 # own time grows with the batch, as the measuring time does.
@@ -112,22 +114,32 @@ class EvolutionarySearch(ModelGuidedSearch):
             return
         self._fit()
         size = self._population(count)
-        if self._warmed_up():
-            self._fit_screen()
-            population = self._initial_population(size, legal=False)
-            met = self._evolve(population, size, self._screen_predict, legal=False)
-            scored = self._confirmed(met, CONFIRMED_PER_CANDIDATE * count)
-        else:
-            population = self._initial_population(size, legal=True)
-            scored = self._evolve(population, size, self._predict, legal=True)
+        scored = self._fit_screen(size)
+        population = list(scored) or self._initial_population(size, legal=False)
+        met = self._evolve(population, size)
+        scored.update(self._confirmed(met, CONFIRMED_PER_CANDIDATE * count))
         ranked = sorted(scored, key=lambda point: -scored[point])
         yield from self._with_exploration([p for p in ranked if not self.is_visited(p)], count)
 
-    def _fit_screen(self) -> None:
-        """Train the decision model on this search's own observations."""
-        points, throughputs = self._observed()
-        rows = self._screen_features.transform(self.space, points)
-        self._screen_model.fit(rows, log_targets(throughputs))
+    def _fit_screen(self, size: int) -> dict[Decisions, float]:
+        """Train the decision model on this search's own observations; before it has
+        any (only other workloads' records), on ``size`` random points that replay,
+        scored by the program's model, which those records taught: the decisions of
+        another space mean nothing here, but the program model's judgement of this
+        space's points does. Returns the random points with their scores (none when
+        the search has its own observations)."""
+        if self._warmed_up():
+            points, throughputs = self._observed()
+            targets = log_targets(throughputs)
+            sampled: dict[Decisions, float] = {}
+        else:
+            points = self._initial_population(size, legal=True)
+            targets = self._predict(points)
+            sampled = dict(zip(points, targets.tolist(), strict=True))
+        if points:
+            rows = self._screen_features.transform(self.space, points)
+            self._screen_model.fit(rows, targets)
+        return sampled
 
     def _screen_predict(self, points: Sequence[Decisions]) -> np.ndarray:
         """The decision model's score of each point (larger is faster)."""
@@ -165,22 +177,15 @@ class EvolutionarySearch(ModelGuidedSearch):
                 population[point] = None
         return list(population)
 
-    def _evolve(
-        self,
-        population: list[Decisions],
-        size: int,
-        predict: Callable[[Sequence[Decisions]], np.ndarray],
-        *,
-        legal: bool,
-    ) -> dict[Decisions, float]:
-        """Every point the generations met, with its score by ``predict``; when
-        ``legal``, every child is replayed and the illegal ones left out."""
+    def _evolve(self, population: list[Decisions], size: int) -> dict[Decisions, float]:
+        """Every point the generations met, with its score by the decision model (none
+        is replayed: ``_confirmed`` replays the shortlist)."""
         scored: dict[Decisions, float] = {}
         for _ in range(self.generations):
-            scores = predict(population)
+            scores = self._screen_predict(population)
             scored.update(zip(population, scores.tolist(), strict=True))
-            population = self._children(population, scores, size, scored, legal=legal)
-        scored.update(zip(population, predict(population).tolist(), strict=True))
+            population = self._children(population, scores, size, scored)
+        scored.update(zip(population, self._screen_predict(population).tolist(), strict=True))
         return scored
 
     def _children(
@@ -189,12 +194,10 @@ class EvolutionarySearch(ModelGuidedSearch):
         scores: np.ndarray,
         size: int,
         met: Mapping[Decisions, Any],
-        *,
-        legal: bool,
     ) -> list[Decisions]:
-        """Up to ``size`` children (that replay, when ``legal``) not in ``met`` nor
-        visited, each a mutation of a parent drawn with probability proportional to its
-        predicted throughput (the scores are log throughputs)."""
+        """Up to ``size`` children not in ``met`` nor visited, each a mutation of a
+        parent drawn with probability proportional to its predicted throughput (the
+        scores are log throughputs)."""
         if not parents:
             return []
         weights = np.exp(scores - scores.max())
@@ -206,8 +209,7 @@ class EvolutionarySearch(ModelGuidedSearch):
             parent = self.rng.choices(parents, cum_weights=cumulative)[0]
             child = self.mutation.mutated(self.space, parent, self.rng)
             if child is not None and child not in met and self._fresh(child, children):
-                if not legal or self._legal(child):
-                    children[child] = None
+                children[child] = None
         return list(children)
 
     def _fresh(self, point: Decisions, taken: Container[Decisions]) -> bool:
