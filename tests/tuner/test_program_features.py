@@ -3,6 +3,8 @@ that rank real measurements (the recorded fixture) well enough to steer a search
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import numpy as np
 import pytest
 from replay_measurements import (
@@ -19,7 +21,9 @@ from compiler import te
 from compiler.ir.function import PrimFunc
 from compiler.schedule import Schedule
 from tuner import cost_model, search
+from tuner import space as spaces
 from tuner.cost_model import features
+from tuner.cost_model.features import program
 from tuner.cost_model.features.program import FEATURE_NAMES, WIDTH, program_features
 from tuner.search.model_guided import log_targets
 from tuner.space import Decisions
@@ -58,6 +62,34 @@ def test_identical_programs_give_identical_rows() -> None:
     assert not np.array_equal(rows[0], rows[1])
     scheduled = space.program(space.candidate(points[1])).func
     np.testing.assert_array_equal(program_features(scheduled), rows[1])
+
+
+def test_a_new_extractor_reuses_the_rows_of_the_last_on_the_same_target(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A model's tuning makes a search, and so an extractor, every round: the rows of
+    the points it learns from again are not computed again, unless the target differs."""
+    monkeypatch.setattr(program, "_rows", OrderedDict())
+    computed = []
+
+    def counted(func: PrimFunc) -> np.ndarray:
+        computed.append(func)
+        return program_features(func)
+
+    monkeypatch.setattr(program, "program_features", counted)
+    base = small_space()
+    space, other = (
+        spaces.create("template", func=base.func, template=base.template, target=target)
+        for target in ("llvm -mcpu=znver4 -num-cores=2", "llvm -mcpu=znver3 -num-cores=2")
+    )
+    points = [space.decisions_at(k) for k in (3, 50, 200)]
+    first = features.create("program").transform(space, points)
+    assert len(computed) == 3
+    again = features.create("program").transform(space, points)
+    assert len(computed) == 3
+    np.testing.assert_array_equal(first, again)
+    features.create("program").transform(other, [other.decisions_at(3)])
+    assert len(computed) == 4
 
 
 def test_vectorized_and_parallel_loops_show_in_the_row() -> None:

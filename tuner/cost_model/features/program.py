@@ -38,6 +38,7 @@ is skipped. Rows are kept per workload and trace hash.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 
@@ -121,17 +122,19 @@ FEATURE_NAMES = (
 )
 ACCESS_WIDTH = len(ACCESS_NAMES)
 WIDTH = len(FEATURE_NAMES)
-# Rows kept per extractor: the candidates of a few search rounds on several workloads.
+# Rows kept for the process: the candidates of a few search rounds on several workloads.
 CACHE_SIZE = 16384
+# A row depends only on the workload, the trace and the target, so every extractor
+# shares them: a model's tuning makes a search (and an extractor) per round, and each
+# learns from the same stored records of its task and of similar workloads.
+_rows: OrderedDict[tuple[str, str, str], np.ndarray] = OrderedDict()
+_rows_lock = threading.Lock()
 
 
 class ProgramFeatures(FeatureExtractor):
     """Per-store features of each point's scheduled kernel (the replay cache's, so
     a point that was made into a candidate is not scheduled again), without the
     conversions of constant weights, which never run in a timed call."""
-
-    def __init__(self) -> None:
-        self._rows: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
 
     def transform(self, space: Space, points: Sequence[Decisions]) -> np.ndarray:
         rows = np.empty((len(points), WIDTH))
@@ -144,13 +147,15 @@ class ProgramFeatures(FeatureExtractor):
             candidate = space.candidate(point)
         except ScheduleError:
             return np.full(WIDTH, np.nan)
-        key = (candidate.workload_key, candidate.trace_hash)
-        row = self._rows.get(key)
+        key = (candidate.workload_key, candidate.trace_hash, str(space.target))
+        with _rows_lock:
+            row = _rows.get(key)
         if row is None:
             row = program_features(space.program(candidate).kernel)
-            self._rows[key] = row
-            if len(self._rows) > CACHE_SIZE:
-                self._rows.popitem(last=False)
+            with _rows_lock:
+                _rows[key] = row
+                if len(_rows) > CACHE_SIZE:
+                    _rows.popitem(last=False)
         return row
 
 
