@@ -167,20 +167,24 @@ def time_in_steps(
     in steps that can stop early. First one timed loop of ``config.number`` calls after
     the warmup: when a call of it took longer than ``cutoff_seconds``, that loop is the
     whole measurement. A loop as long as ``min_repeat_ms`` is the first repeat, and each
-    further one starts only if, at that loop's pace, it ends before ``deadline``. A
-    shorter loop says the kernel is fast: ``time_raw`` then grows ``number`` and times
-    every repeat, which takes about ``repeat`` times ``min_repeat_ms``."""
+    further one starts only if, at the pace of the fastest loop yet, it ends before
+    ``deadline``. A shorter loop says the kernel is fast: ``time_raw`` then grows
+    ``number`` and times every repeat, which takes about ``repeat`` times
+    ``min_repeat_ms``. So does a later loop that is that short: the first was slowed by
+    something else (a thread pool waking, another process), and one slow call must not
+    leave a kernel of microseconds timed call by call."""
     first = loops(config.number, 1, 0.0, warmup=config.warmup)
     (per_call,) = first.results
     if cutoff_seconds is not None and per_call > cutoff_seconds:
         return first
-    loop_seconds = per_call * first.number
-    if loop_seconds * 1e3 < config.min_repeat_ms:
-        return loops(config.number, config.repeat, config.min_repeat_ms, warmup=0)
     results = list(first.results)
-    while len(results) < config.repeat and time.monotonic() + loop_seconds < deadline:
+    while True:
+        loop_seconds = min(results) * first.number
+        if loop_seconds * 1e3 < config.min_repeat_ms:
+            return loops(config.number, config.repeat, config.min_repeat_ms, warmup=0)
+        if len(results) >= config.repeat or time.monotonic() + loop_seconds >= deadline:
+            return ProfileResult(tuple(results), first.number)
         results.extend(loops(first.number, 1, 0.0, warmup=0).results)
-    return ProfileResult(tuple(results), first.number)
 
 
 def _reference_or_reason(candidate: Candidate, seed: int) -> Reference | str:

@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ import compiler
 import workers
 from compiler.errors import ErrorKind
 from compiler.ir.layout_free import mark_layout_free
+from compiler.runtime.profiling import ProfileResult
 from compiler.schedule import Schedule
 from compiler.topi.reference import NUMPY_REFERENCES
 from compiler.workload.key import workload_from_json
@@ -54,7 +56,7 @@ from workers import (
     WorkersError,
 )
 from workers.check import make_reference
-from workers.measure import Measurer
+from workers.measure import Measurer, time_in_steps
 
 
 def check_ok(result: RunResult, repeat: int = TEST_CONFIG.repeat) -> None:
@@ -247,6 +249,40 @@ def test_a_clearly_slow_candidate_is_cut_after_one_call(local: Workers) -> None:
     assert cut_result.candidate == cut
     assert len(cut_result.run_times) == 1 and cut_result.run_times[0] > 1e-3
     assert cut_result.number == 1
+
+
+def test_one_slow_first_loop_does_not_leave_a_fast_kernel_timed_call_by_call() -> None:
+    """A kernel of microseconds whose first timed call was slowed past
+    ``min_repeat_ms`` (a thread pool waking, another process on the core) is timed in
+    calibrated loops once a later call shows it fast: before, every repeat was one call,
+    timer noise as much as kernel. ``loops`` stands in for ``time_raw`` with the times
+    such a kernel gives."""
+    config = MeasureConfig(repeat=3, min_repeat_ms=2.0)
+    asked = []
+
+    def loops(number: int, repeat: int, min_repeat_ms: float, *, warmup: int) -> ProfileResult:
+        asked.append((number, repeat, min_repeat_ms))
+        if len(asked) == 1:
+            return ProfileResult((5e-3,), number)
+        if min_repeat_ms:
+            return ProfileResult((1e-5,) * repeat, 256)
+        return ProfileResult((1e-5,), number)
+
+    timing = time_in_steps(loops, config, None, deadline=time.monotonic() + 60)
+    assert asked == [(1, 1, 0.0), (1, 1, 0.0), (1, 3, 2.0)]
+    assert timing == ProfileResult((1e-5,) * 3, 256)
+
+
+def test_a_slow_kernel_is_timed_call_by_call_until_its_repeats_or_deadline() -> None:
+    config = MeasureConfig(repeat=3, min_repeat_ms=2.0)
+
+    def loops(number: int, repeat: int, min_repeat_ms: float, *, warmup: int) -> ProfileResult:
+        assert (number, repeat, min_repeat_ms) == (1, 1, 0.0)
+        return ProfileResult((5e-3,), number)
+
+    timing = time_in_steps(loops, config, None, deadline=time.monotonic() + 60)
+    assert timing == ProfileResult((5e-3,) * 3, 1)
+    assert time_in_steps(loops, config, None, deadline=time.monotonic()).results == (5e-3,)
 
 
 def test_a_kernel_of_microseconds_is_timed_in_full_whatever_its_cutoff() -> None:
