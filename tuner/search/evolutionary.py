@@ -117,7 +117,8 @@ class EvolutionarySearch(ModelGuidedSearch):
         scored = self._fit_screen(size)
         population = list(scored) or self._initial_population(size, legal=False)
         met = self._evolve(population, size)
-        scored.update(self._confirmed(met, CONFIRMED_PER_CANDIDATE * count))
+        unscored = {point: score for point, score in met.items() if point not in scored}
+        scored.update(self._confirmed(unscored, CONFIRMED_PER_CANDIDATE * count))
         ranked = sorted(scored, key=lambda point: -scored[point])
         yield from self._with_exploration([p for p in ranked if not self.is_visited(p)], count)
 

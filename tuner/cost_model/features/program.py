@@ -33,7 +33,7 @@ model about another.
 The features are read from the scheduled function, which making a candidate
 produced anyway (the replay cache holds it), not from the lowered one: lowering,
 4 to 11 ms a point on GEMM and conv2d templates (``benchmarks/feature_speed.py``),
-is skipped. Rows are kept per workload and trace hash.
+is skipped. Rows are kept for the process, per workload, trace hash and target.
 """
 
 from __future__ import annotations
