@@ -259,7 +259,7 @@ def fuzz(fuzz_home: tuple[CliServer, Files, str], examples: int) -> None:
 
 
 def test_random_command_lines_succeed_or_say_why_in_one_line(fuzz_home) -> None:
-    fuzz(fuzz_home, examples=40)
+    fuzz(fuzz_home, examples=20)
 
 
 @pytest.mark.slow

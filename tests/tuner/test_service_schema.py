@@ -64,11 +64,22 @@ def _documented_schema() -> schemathesis.BaseSchema:
 schema = _documented_schema()
 
 
-@schema.parametrize()
-@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
-def test_the_api_answers_as_its_schema_says(case, served) -> None:
+def _answers_as_documented(case: schemathesis.Case, url: str) -> None:
     case.call_and_validate(
-        base_url=served,
+        base_url=url,
         # a spec may fit the schema and still name no operator the library has
         excluded_checks=[positive_data_acceptance],
     )
+
+
+@schema.parametrize()
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+def test_the_api_answers_as_its_schema_says(case, served) -> None:
+    _answers_as_documented(case, served)
+
+
+@pytest.mark.slow
+@schema.parametrize()
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+def test_the_api_answers_as_its_schema_says_at_length(case, served) -> None:
+    _answers_as_documented(case, served)

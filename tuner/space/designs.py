@@ -11,6 +11,7 @@ from typing import Any
 from compiler.ir.function import PrimFunc
 from compiler.ir.stmt import Block
 from compiler.schedule import Schedule, Trace
+from compiler.schedule.handles import BlockRV
 from compiler.schedule.primitives.compute_location import compute_location_choices
 from compiler.schedule.primitives.sampling import perfect_tile_choices
 from tuner.space.base import Domain
@@ -31,11 +32,16 @@ def sampling_domain(func: PrimFunc, design: Trace, index: int, role: str = "") -
         return Domain(inst.kind, allowed, tuple(inst.inputs["candidates"]), role=role)
     sch = Schedule(func)
     Trace(design.instructions[: index + 1]).apply_to_schedule(sch)
-    block = sch.trace.instructions[index].inputs["block"]
+    return compute_location_domain(sch, sch.trace.instructions[index].inputs["block"], role)
+
+
+def compute_location_domain(sch: Schedule, block: BlockRV, role: str = "") -> Domain:
+    """Every legal compute location of ``block`` in ``sch`` (the design replayed up to
+    the instruction that samples it)."""
     stmt = sch.get(block)
     assert isinstance(stmt, Block)
     locations = compute_location_choices(sch.mod[block.func_name], stmt)
-    return Domain(inst.kind, tuple(locations), role=role)
+    return Domain("sample_compute_location", tuple(locations), role=role)
 
 
 def skeleton(trace: Trace) -> str:

@@ -18,6 +18,7 @@ import math
 import threading
 from collections import OrderedDict
 from functools import partial
+from typing import Any
 
 from compiler.codegen.targets import Target, parse_target
 from compiler.ir.analysis import find_block_realize
@@ -38,7 +39,7 @@ from tuner.space.base import (
     decision_value,
     parse_trace,
 )
-from tuner.space.designs import sampling_domain, skeleton
+from tuner.space.designs import compute_location_domain, sampling_domain, skeleton
 from tuner.space.postprocess import postprocess
 from tuner.space.prefix_replay import PrefixReplay
 from tuner.space.rules import block_rules, root_rule
@@ -75,9 +76,7 @@ class GeneratedSpace(Space):
         self.seed = seed
         self._designs = tuple(sch.trace for sch in generate_designs(func, self.target, seed))
         self._sampled = tuple(tuple(sorted(d.decisions)) for d in self._designs)
-        self._domains = tuple(
-            tuple(self._domain(d, i) for i in self._sampled[d]) for d in range(len(self._designs))
-        )
+        self._domains = tuple(self._design_domains(d) for d in range(len(self._designs)))
         self._skeletons = tuple(skeleton(d) for d in self._designs)
         self._replay = PrefixReplay(func, self._designs)
         _share(self)
@@ -86,56 +85,36 @@ class GeneratedSpace(Space):
     def name(self) -> str:
         return f"generated space ({len(self._designs)} designs)"
 
-    def _domain(self, design: int, index: int) -> Domain:
+    def _design_domains(self, design: int) -> tuple[Domain, ...]:
+        """The domain of each sampling instruction of ``design``. A compute location's
+        domain is read on the design replayed up to it: one replay walks the design,
+        and the locations of each are tried on copies of it."""
         trace = self._designs[design]
-        inst = trace.instructions[index]
-        role = ""
-        if inst.kind == "sample_categorical":
-            role = next(
-                (
-                    ROLES.get(str(other.inputs.get("ann_key")), "")
-                    for other in trace.instructions[index + 1 :]
-                    if other.kind == "annotate" and other.inputs.get("ann_val") is inst.outputs[0]
-                ),
-                "",
-            )
-        domain = sampling_domain(self.func, trace, index, role)
-        if inst.kind == "sample_compute_location":
+        sch = Schedule(self.func)
+        bindings: dict[int, Any] = {}
+        replayed = 0
+        domains = []
+        for index in self._sampled[design]:
+            inst = trace.instructions[index]
+            role = _role(trace, index)
+            if inst.kind != "sample_compute_location":
+                domains.append(sampling_domain(self.func, trace, index, role))
+                continue
+            trace.replay_range(sch, replayed, index, bindings=bindings)
+            replayed = index
+            block = bindings[id(inst.inputs["block"])]
+            domain = compute_location_domain(sch, block, role)
             expensive = self._is_expensive(inst.inputs["block"].name)
-            work = self._work_at(trace, index, [ROOT, *(v for v in domain.values if v >= 0)])
+            places = [ROOT, *(v for v in domain.values if v >= 0)]
+            work = _work_at(trace, index, sch, bindings, places)
             kept = tuple(
                 v
                 for v in domain.values
                 if (v != INLINE or not expensive)
                 and (v < 0 or work[v] <= MAX_RECOMPUTATION * work[ROOT])
             )
-            domain = Domain(domain.kind, kept, role=role)
-        return domain
-
-    def _work_at(self, trace: Trace, index: int, locations: list[int]) -> dict[int, int]:
-        """How many times the block of the compute location ``index`` of ``trace``
-        runs when computed at each of ``locations``: the product of the loop extents
-        around it. A loop its consumer's region does not depend on (a softmax row's
-        maximum put inside the loop over the row) repeats the whole block that many
-        times. The instructions before ``index`` are replayed once for all of them."""
-        placed = next(
-            k
-            for k in range(index + 1, len(trace.instructions))
-            if trace.instructions[k].kind == "compute_at"
-            and trace.instructions[k].inputs.get("loop") is trace.instructions[index].outputs[0]
-        )
-        prefix = Schedule(self.func)
-        bindings = trace.replay_range(prefix, 0, index)
-        work = {}
-        for location in locations:
-            sch = prefix.copy()
-            trace.replay_range(
-                sch, index, placed + 1, decisions={index: location}, bindings=dict(bindings)
-            )
-            block = sch.trace.instructions[index].inputs["block"]
-            extents = [const_int(sch.get(loop).extent) for loop in sch.get_loops(block)]
-            work[location] = math.prod(e if e is not None else 1 for e in extents)
-        return work
+            domains.append(Domain(domain.kind, kept, role=role))
+        return tuple(domains)
 
     def _is_expensive(self, block_name: str) -> bool:
         """An original block that calls a costly intrinsic: never inlined, since each
@@ -193,6 +172,49 @@ class GeneratedSpace(Space):
 
     def __repr__(self) -> str:
         return f"GeneratedSpace({self.name!r})"
+
+
+def _role(trace: Trace, index: int) -> str:
+    """The role of a categorical sampling instruction: what the annotation that takes
+    its value does (parallel, vectorize, unroll); empty for any other instruction."""
+    inst = trace.instructions[index]
+    if inst.kind != "sample_categorical":
+        return ""
+    return next(
+        (
+            ROLES.get(str(other.inputs.get("ann_key")), "")
+            for other in trace.instructions[index + 1 :]
+            if other.kind == "annotate" and other.inputs.get("ann_val") is inst.outputs[0]
+        ),
+        "",
+    )
+
+
+def _work_at(
+    trace: Trace, index: int, sch: Schedule, bindings: dict[int, Any], locations: list[int]
+) -> dict[int, int]:
+    """How many times the block of the compute location ``index`` of ``trace`` runs
+    when computed at each of ``locations``: the product of the loop extents around it.
+    A loop its consumer's region does not depend on (a softmax row's maximum put inside
+    the loop over the row) repeats the whole block that many times. ``sch`` has the
+    instructions before ``index`` replayed (their outputs in ``bindings``); each
+    location is tried on a copy."""
+    placed = next(
+        k
+        for k in range(index + 1, len(trace.instructions))
+        if trace.instructions[k].kind == "compute_at"
+        and trace.instructions[k].inputs.get("loop") is trace.instructions[index].outputs[0]
+    )
+    work = {}
+    for location in locations:
+        tried = sch.copy()
+        trace.replay_range(
+            tried, index, placed + 1, decisions={index: location}, bindings=dict(bindings)
+        )
+        block = tried.trace.instructions[index].inputs["block"]
+        extents = [const_int(tried.get(loop).extent) for loop in tried.get_loops(block)]
+        work[location] = math.prod(e if e is not None else 1 for e in extents)
+    return work
 
 
 def _share(space: GeneratedSpace) -> None:
