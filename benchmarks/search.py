@@ -100,6 +100,7 @@ def seed_row(
         "fresh_ms": fresh_seconds * 1e3,
         "trials": result.measured,
         "errors": result.errors,
+        "confirmed": result.confirmed,
         "trials_per_second": result.measured / wall,
         "search_overhead": (space_seconds + result.search_seconds) / wall,
     }

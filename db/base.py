@@ -59,9 +59,11 @@ class Database(abc.ABC):
         ranks by the fastest of all its re-timings, ahead of the traces ranked by their
         search measurement: a tuning run re-times its fastest schedules, so a lucky search
         measurement ranks behind them, and one re-timing slowed by a loaded host never
-        hides the trace's earlier ones. With ``purpose`` SEARCH: every search
-        measurement (what a tuning run re-times); RETIME: only the re-timed traces.
-        Ties go to the older record."""
+        hides the trace's earlier ones. A trace measured twice by a search (a
+        confirmation) ranks by its faster search measurement. With ``purpose`` SEARCH:
+        every searched trace by its search measurements (what a tuning run re-times);
+        RETIME: only the re-timed traces. Each trace appears once. Ties go to the older
+        record."""
 
     @abc.abstractmethod
     def records(

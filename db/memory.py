@@ -111,21 +111,22 @@ class MemoryDatabase(Database):
             for r in self._records
             if r.workload_key == workload_key and r.target == target and r.ok and not r.stale
         ]
-        fastest_retimes: dict[str, TuningRecord] = {}
+        fastest: dict[tuple[Purpose, str], TuningRecord] = {}
         for r in sorted(current, key=lambda r: (r.min_seconds, r.id), reverse=True):
-            if r.purpose is Purpose.RETIME:
-                fastest_retimes[r.trace_hash] = r
+            fastest[(r.purpose, r.trace_hash)] = r
+        retimed = {digest for of, digest in fastest if of is Purpose.RETIME}
         found: list[TuningRecord] = []
-        if purpose in (None, Purpose.RETIME):
-            found += sorted(fastest_retimes.values(), key=lambda r: (r.min_seconds, r.id))[:k]
-        if purpose in (None, Purpose.SEARCH):
-            searched = [
+        for of in (Purpose.RETIME, Purpose.SEARCH):
+            if purpose not in (None, of):
+                continue
+            # Without a purpose, a re-timed trace ranks by its re-timings alone.
+            shadowed = retimed if purpose is None and of is Purpose.SEARCH else set()
+            kept = [
                 r
-                for r in current
-                if r.purpose is Purpose.SEARCH
-                and (purpose is Purpose.SEARCH or r.trace_hash not in fastest_retimes)
+                for (record_of, digest), r in fastest.items()
+                if record_of is of and digest not in shadowed
             ]
-            found += sorted(searched, key=lambda r: (r.min_seconds, r.id))[: k - len(found)]
+            found += sorted(kept, key=lambda r: (r.min_seconds, r.id))[: k - len(found)]
         return found
 
     def records(

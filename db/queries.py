@@ -142,9 +142,10 @@ def ranked(
 ) -> list[TuningRecord]:
     """The ``k`` best current-format successes of a workload on a (canonical) target,
     as ``Database.best`` defines them: with ``purpose`` None the fastest re-timing of
-    each re-timed trace, then the search measurements of the traces never re-timed, each
-    by its fastest run time (``min_seconds``); with a purpose, only those records
-    (every search measurement, or each trace's fastest re-timing). Ties: older first."""
+    each re-timed trace, then the fastest search measurement of each trace never
+    re-timed, each by its fastest run time (``min_seconds``); with a purpose, only
+    those records (each trace's fastest search measurement, or its fastest re-timing).
+    Ties: older first."""
     workload_id = select(WorkloadRow.id).where(WorkloadRow.key == workload_key).scalar_subquery()
     target_id = select(TargetRow.id).where(TargetRow.target == target).scalar_subquery()
 
@@ -162,22 +163,25 @@ def ranked(
         literal(workload_key, String).label("key"),
         literal(target, String).label("target"),
     )
-    found: list[TuningRecord] = []
-    if purpose in (None, Purpose.RETIME):
+
+    def fastest_of_each_trace(of: Purpose) -> Select:
         order = func.row_number().over(
             partition_by=RecordRow.trace_hash, order_by=(RecordRow.min_seconds, RecordRow.id)
         )
-        retimings = current(select(RecordRow.id, order.label("place")), Purpose.RETIME).subquery()
-        fastest = select(retimings.c.id).where(retimings.c.place == 1)
-        stmt = rows.where(RecordRow.id.in_(fastest)).order_by(RecordRow.min_seconds, RecordRow.id)
+        records = current(select(RecordRow.id, order.label("place")), of).subquery()
+        fastest = select(records.c.id).where(records.c.place == 1)
+        return rows.where(RecordRow.id.in_(fastest)).order_by(RecordRow.min_seconds, RecordRow.id)
+
+    found: list[TuningRecord] = []
+    if purpose in (None, Purpose.RETIME):
+        stmt = fastest_of_each_trace(Purpose.RETIME)
         found += [to_record(row) for row in connection.execute(stmt.limit(k))]
     if purpose in (None, Purpose.SEARCH) and len(found) < k:
-        stmt = current(rows, Purpose.SEARCH)
+        stmt = fastest_of_each_trace(Purpose.SEARCH)
         if purpose is None:
             retimed = current(select(RecordRow.trace_hash), Purpose.RETIME)
             stmt = stmt.where(RecordRow.trace_hash.not_in(retimed))
-        stmt = stmt.order_by(RecordRow.min_seconds, RecordRow.id).limit(k - len(found))
-        found += [to_record(row) for row in connection.execute(stmt)]
+        found += [to_record(row) for row in connection.execute(stmt.limit(k - len(found)))]
     return found
 
 

@@ -13,7 +13,9 @@ database meet (the strategies only propose, the workers only measure).
    transfer: the records of similar workloads (``tuner.transfer``) are offered to the
    strategy, which a model-based one trains on before its first batch;
 3. ask a batch, measure it, commit its records (one transaction), tell the strategy,
-   update the progress line; until the strategy says it is done or Ctrl-C;
+   update the progress line; measure again the trials the strategy asks to confirm
+   (``SearchStrategy.confirmation_candidates``), commit and tell those too; until the
+   strategy says it is done or Ctrl-C;
 4. re-time the fastest stored schedules with more repeats and store the re-timing:
    the GFLOP/s a run reports, and the schedule ``Database.best`` (and so the build)
    picks, come from it, not from the luckiest measurement of the search.
@@ -136,7 +138,8 @@ class TuneResult:
     the best schedules re-timed, fastest first (``best``; after an interrupt, the best
     stored ones, not re-timed). ``search_seconds`` of ``wall_seconds`` went to the
     search strategy itself (proposing and learning); the rest to measuring, storing
-    and re-timing."""
+    and re-timing. ``confirmed`` measurements measured a trial again before it steered
+    the search (they are not trials)."""
 
     task: TuneTask
     space: str
@@ -152,6 +155,7 @@ class TuneResult:
     similar: int = 0
     failures: tuple[FailureGroup, ...] = ()
     search_seconds: float = 0.0
+    confirmed: int = 0
 
     @property
     def interrupted(self) -> bool:
@@ -210,7 +214,7 @@ def tune(
     transferred = similar = 0
     if remaining > 0:
         loop.restored = restored
-        loop.known = {r.trace_hash: MeasureResult(r.seconds, r.error) for r in stored}
+        loop.known = _fastest_results(stored)
         loop.best_seconds = min((r.seconds for r in stored if r.seconds), default=None)
         if baseline is not None:
             loop.measure([baseline])
@@ -245,6 +249,7 @@ def tune(
         transferred=transferred,
         similar=similar,
         failures=group_failures(loop.failed),
+        confirmed=loop.confirmed,
     )
 
 
@@ -325,6 +330,7 @@ class _Loop:
         self.restored = 0
         self.best_seconds: float | None = None
         self.measured = 0
+        self.confirmed = 0
         self.errors = 0
         self.failed: list[tuple[ErrorKind, str]] = []
         self.curve: list[float] = []
@@ -336,6 +342,7 @@ class _Loop:
             while (batch := self.timed(strategy.generate_measure_candidates)) is not None:
                 results = self.measure(batch)
                 self.timed(partial(strategy.notify_runner_results, batch, results))
+                self.confirm(strategy)
                 if self.should_stop is not None and self.should_stop():
                     return "cancelled"
         except KeyboardInterrupt:
@@ -369,8 +376,24 @@ class _Loop:
             self._measure_new([batch[k] for k in group])
         return [self.known[digest] for digest in digests]
 
-    def _measure_new(self, traces: Sequence[TraceCandidate]) -> None:
-        """Measure traces not met before and commit their records in one transaction."""
+    def confirm(self, strategy: SearchStrategy) -> None:
+        """Measure the strategy's confirmation candidates again, commit those records
+        too (a trace's search measurements rank it by their fastest), and tell it."""
+        again = self.timed(strategy.confirmation_candidates)
+        if not again:
+            return
+        runs = self._run(again)
+        for candidate, run in zip(again, runs, strict=True):
+            known = self.known[candidate.trace_hash].seconds
+            if run.seconds is not None and (known is None or run.seconds < known):
+                self.known[candidate.trace_hash] = MeasureResult(run.seconds, run.error)
+                if self.best_seconds is None or run.seconds < self.best_seconds:
+                    self.best_seconds = run.seconds
+        self.confirmed += len(runs)
+        self.timed(partial(strategy.notify_confirmations, again, runs))
+
+    def _run(self, traces: Sequence[TraceCandidate]) -> list[RunResult]:
+        """Measure ``traces`` with the cutoff of the best so far; commit their records."""
         cutoff = None if self.best_seconds is None else CUTOFF_FACTOR * self.best_seconds
         candidates = [
             Candidate(self.workload, t.trace_json, self.task.target, self.task.spec, cutoff)
@@ -378,6 +401,11 @@ class _Loop:
         ]
         runs = self.workers.measure(candidates) if candidates else []
         self.database.commit_records(to_measurement(run, job_id=self.job_id) for run in runs)
+        return runs
+
+    def _measure_new(self, traces: Sequence[TraceCandidate]) -> None:
+        """Measure traces not met before and commit their records in one transaction."""
+        runs = self._run(traces)
         for trace, run in zip(traces, runs, strict=True):
             self.known[trace.trace_hash] = MeasureResult(run.seconds, run.error)
         self._count(runs)
@@ -517,6 +545,18 @@ def _lost_candidates(task: TuneTask, records: Sequence[TuningRecord]) -> list[Tr
     ]
 
 
+def _fastest_results(records: Sequence[TuningRecord]) -> dict[str, MeasureResult]:
+    """Each trace's fastest stored result (a confirmed trace has two), or its failure."""
+    known: dict[str, MeasureResult] = {}
+    for record in records:
+        kept = known.get(record.trace_hash)
+        if kept is None or (
+            record.seconds is not None and (kept.seconds is None or record.seconds < kept.seconds)
+        ):
+            known[record.trace_hash] = MeasureResult(record.seconds, record.error)
+    return known
+
+
 def _restored_count(space: spaces.Space, records: Sequence[TuningRecord]) -> int:
     """How many distinct candidates of ``space`` the records hold."""
     hashes = set()
@@ -545,6 +585,11 @@ def format_table(result: TuneResult) -> str:
         f"{result.measured} measured this run ({result.errors} errors), {result.restored} "
         f"restored, stopped: {result.stop_reason}, {result.wall_seconds:.1f} s"
     )
+    if result.confirmed:
+        lines.append(
+            f"{result.confirmed} measurements confirmed the fastest or surprising trials "
+            "before they steered the search"
+        )
     if result.failures:
         lines.append(describe_failures(result.failures))
     if result.transferred:

@@ -66,12 +66,17 @@ def test_eight_processes_commit_at_once(backend, tmp_path):
     print(f"{backend}: {WORKERS} x {RECORDS} records in {time.perf_counter() - began:.1f} s")
     assert [w.exitcode for w in workers] == [0] * WORKERS
 
-    expected = sorted(
-        seconds_of(w, i) for w in range(WORKERS) for i in range(RECORDS) if i % 100 != 99
-    )
+    # best() ranks each trace once, by its fastest record.
+    fastest: dict[int, float] = {}
+    for w in range(WORKERS):
+        for i in range(RECORDS):
+            if i % 100 != 99:
+                factor = i % len(FACTORS)
+                fastest[factor] = min(fastest.get(factor, 1.0), seconds_of(w, i))
+    expected = sorted(fastest.values())
     with SQLDatabase(url) as db:
         assert db.count() == WORKERS * RECORDS
         assert db.count(key, ZEN, ErrorKind.TIMEOUT) == WORKERS * RECORDS // 100
         best = db.best(key, ZEN, k=20)
-        assert [r.mean_seconds for r in best] == expected[:20]
+        assert [r.mean_seconds for r in best] == expected
         assert len(db.records(key, ZEN, limit=RECORDS * WORKERS)) == WORKERS * RECORDS

@@ -151,6 +151,18 @@ def test_best_is_the_fastest_success_of_that_workload_on_that_target(database, k
     assert database.targets(key) == sorted(map(canonical_target, [ZEN, SKYLAKE]))
 
 
+def test_a_trace_searched_twice_ranks_once_by_its_faster_measurement(database, key):
+    """A search confirms its fastest trials with a second search measurement: the
+    trace takes one place, its faster time's, whichever record came first."""
+    database.commit_records([ok(key, 2, [5e-4]), ok(key, 3, [4e-4]), ok(key, 4, [6e-4])])
+    database.commit_records([ok(key, 2, [3e-4]), ok(key, 3, [9e-4])])
+    for purpose in (None, Purpose.SEARCH):
+        best = database.best(key, ZEN, k=10, purpose=purpose)
+        assert [r.trace for r in best] == [split_trace(f).to_json_string() for f in (2, 3, 4)]
+        assert [r.seconds for r in best] == [3e-4, 4e-4, 6e-4]
+        assert [r.seconds for r in database.best(key, ZEN, k=2, purpose=purpose)] == [3e-4, 4e-4]
+
+
 def test_a_retiming_is_a_new_record_and_ranks_its_trace(database, key):
     database.commit_records([ok(key, f, [f * 1e-4]) for f in (2, 3, 4, 5)])
     searched = everything(database)

@@ -117,7 +117,7 @@ def test_after_its_warmup_an_ask_replays_only_the_points_it_shortlists(
     batch = strategy.generate_measure_candidates()
     assert batch is not None and len(batch) == 8
     new = replayed - {o.decisions for o in strategy.history}
-    assert len(new) <= (evolutionary.CONFIRMED_PER_CANDIDATE + 1) * 8, len(new)
+    assert len(new) <= (evolutionary.SHORTLIST_PER_CANDIDATE + 1) * 8, len(new)
 
 
 def test_an_ask_with_only_transfer_records_replays_one_population_and_a_shortlist(
@@ -146,7 +146,7 @@ def test_an_ask_with_only_transfer_records_replays_one_population_and_a_shortlis
     replayed = counting_replays(space, monkeypatch)
     batch = strategy.generate_measure_candidates()
     assert batch is not None and len(batch) == 8
-    shortlist = (evolutionary.CONFIRMED_PER_CANDIDATE + 1) * 8
+    shortlist = (evolutionary.SHORTLIST_PER_CANDIDATE + 1) * 8
     assert len(replayed) <= evolutionary.MIN_POPULATION + shortlist, len(replayed)
 
 

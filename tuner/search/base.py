@@ -13,6 +13,15 @@ trace hash), candidates measured before (``restore``) are never proposed, decisi
 the schedule primitives refuse (ScheduleError) are remembered as invalid and
 skipped, and the best result so far is tracked. A strategy only says which
 decisions it would like next, best first (``_propose``).
+
+Confirmation: the fastest measured points steer what comes next (a model learns from
+them, an evolutionary search breeds from them), so one measurement slowed by
+another process must not decide their place. After each batch the loop asks
+``confirmation_candidates()``: the ``confirm_top`` fastest points measured only once
+(and whatever a strategy adds: a model-guided one, the points it expected fast that
+measured slow). It measures them again and tells ``notify_confirmations``; a point
+keeps its fastest time, since interference only ever slows a run. A confirmation is
+no trial: it measures nothing new.
 """
 
 from __future__ import annotations
@@ -22,7 +31,7 @@ import itertools
 import math
 import random
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar, Protocol
 
 from compiler.schedule import ScheduleError, Trace
@@ -31,6 +40,8 @@ from tuner.space.base import Decisions, EnumerableSpace, Space, TraceCandidate
 # Random draws in a row that hit visited points before a space without an index
 # counts as exhausted.
 RANDOM_MISSES = 256
+# The fastest measured points that are measured a second time (``confirm_top``).
+CONFIRM_TOP = 2
 
 
 class SearchError(ValueError):
@@ -75,10 +86,15 @@ class SearchStrategy(abc.ABC):
 
     ``batch_size`` is the most candidates one ask returns; ``early_stopping`` ends the
     search after that many measured trials without a faster one (None: never);
-    ``seed`` makes every choice reproducible.
+    ``seed`` makes every choice reproducible; ``confirm_top`` is how many of the
+    fastest points are measured twice (0: none; default CONFIRM_TOP for a strategy
+    ``steered_by_measurements``, else 0).
     """
 
     learns_from_other_workloads: ClassVar[bool] = False
+    # Whether measured times choose what is proposed next (so the fastest are confirmed
+    # by default); random and grid search propose the same whatever they measure.
+    steered_by_measurements: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -88,10 +104,15 @@ class SearchStrategy(abc.ABC):
         batch_size: int = 16,
         early_stopping: int | None = None,
         seed: int = 0,
+        confirm_top: int | None = None,
     ) -> None:
         for name, value in (("max_trials", max_trials), ("batch_size", batch_size)):
             if not isinstance(value, int) or value < 1:
                 raise SearchError(f"{name} must be a positive int, got {value!r}")
+        if confirm_top is None:
+            confirm_top = CONFIRM_TOP if self.steered_by_measurements else 0
+        if not isinstance(confirm_top, int) or isinstance(confirm_top, bool) or confirm_top < 0:
+            raise SearchError(f"confirm_top must be None or an int >= 0, got {confirm_top!r}")
         if early_stopping is not None and (
             not isinstance(early_stopping, int) or early_stopping < 1
         ):
@@ -103,6 +124,7 @@ class SearchStrategy(abc.ABC):
         self.batch_size = batch_size
         self.early_stopping = early_stopping
         self.seed = seed
+        self.confirm_top = confirm_top
         self.rng = random.Random(seed)
         self.history: list[Observation] = []
         self.trials = 0
@@ -112,6 +134,10 @@ class SearchStrategy(abc.ABC):
         self._visited: set[Decisions] = set()
         self._hashes: set[str] = set()
         self._pending: dict[str, TraceCandidate] = {}
+        # Where each measured trace's observation sits in ``history``, and the traces
+        # measured twice (confirmed, or restored from two records).
+        self._places: dict[str, int] = {}
+        self._confirmed: set[str] = set()
 
     # the protocol ------------------------------------------------------------------
 
@@ -143,10 +169,7 @@ class SearchStrategy(abc.ABC):
         self, candidates: Sequence[TraceCandidate], results: Sequence[Measurement]
     ) -> None:
         """Tell the strategy how the candidates of an earlier batch ran."""
-        if len(candidates) != len(results):
-            raise SearchError(
-                f"got {len(results)} results for {len(candidates)} candidates; give one each"
-            )
+        _check_one_each(candidates, results)
         hashes = [c.trace_hash for c in candidates]
         for digest in hashes:
             if digest not in self._pending or hashes.count(digest) > 1:
@@ -160,12 +183,35 @@ class SearchStrategy(abc.ABC):
             seconds = _seconds(result.seconds)
             self._record(Observation(candidate.decisions, candidate, seconds))
 
+    def confirmation_candidates(self) -> list[TraceCandidate]:
+        """Measured candidates to measure once more before the next ask (see the module
+        docstring); each is asked for once."""
+        return [o.candidate for o in self._worth_confirming() if o.candidate is not None]
+
+    def notify_confirmations(
+        self, candidates: Sequence[TraceCandidate], results: Sequence[Measurement]
+    ) -> None:
+        """Tell the strategy how its confirmation candidates ran the second time."""
+        _check_one_each(candidates, results)
+        for candidate in candidates:
+            if candidate.trace_hash not in self._places or candidate.trace_hash in self._confirmed:
+                raise SearchError(
+                    f"candidate {candidate.trace_hash[:12]} was not measured by this search or "
+                    "was already confirmed"
+                )
+        for candidate, result in zip(candidates, results, strict=True):
+            self._confirm(candidate, _seconds(result.seconds))
+
     def restore(self, history: Iterable[tuple[TraceCandidate, float | None]]) -> int:
         """Candidates measured before (a resumed run): never proposed again, and known
-        to the strategy as if it had measured them. They do not count as trials.
-        Returns how many were new to it."""
+        to the strategy as if it had measured them. They do not count as trials. A
+        trace given twice (a search measurement and its confirmation) is confirmed and
+        keeps its fastest time. Returns how many were new to it."""
         restored = 0
         for candidate, seconds in history:
+            if candidate.trace_hash in self._places:
+                self._confirm(candidate, _seconds(seconds))
+                continue
             if candidate.trace_hash in self._hashes:
                 continue
             self._hashes.add(candidate.trace_hash)
@@ -235,9 +281,30 @@ class SearchStrategy(abc.ABC):
             return 0.0
         return (self.space.flop_count or 1) / seconds
 
+    def _worth_confirming(self) -> list[Observation]:
+        """The observations to measure again: the ``confirm_top`` fastest, measured once."""
+        return [
+            o
+            for o in self.measured()[: self.confirm_top]
+            if o.candidate is not None and o.candidate.trace_hash not in self._confirmed
+        ]
+
     # internals -----------------------------------------------------------------------
 
+    def _confirm(self, candidate: TraceCandidate, seconds: float | None) -> None:
+        """A second measurement of a measured trace: it keeps the faster time."""
+        self._confirmed.add(candidate.trace_hash)
+        place = self._places[candidate.trace_hash]
+        known = self.history[place]
+        if seconds is None or (known.seconds is not None and known.seconds <= seconds):
+            return
+        self.history[place] = replace(known, seconds=seconds)
+        if self.best is None or self.best.seconds is None or seconds < self.best.seconds:
+            self.best = self.history[place]
+
     def _record(self, observation: Observation) -> None:
+        if observation.candidate is not None:
+            self._places[observation.candidate.trace_hash] = len(self.history)
         self.history.append(observation)
         if not observation.invalid:
             best_seconds = None if self.best is None else self.best.seconds
@@ -252,6 +319,13 @@ class SearchStrategy(abc.ABC):
         if self.trials >= self.max_trials or self.exhausted:
             return True
         return self.early_stopping is not None and self._since_best >= self.early_stopping
+
+
+def _check_one_each(candidates: Sequence[TraceCandidate], results: Sequence[Measurement]) -> None:
+    if len(candidates) != len(results):
+        raise SearchError(
+            f"got {len(results)} results for {len(candidates)} candidates; give one each"
+        )
 
 
 def _seconds(value: float | None) -> float | None:

@@ -19,7 +19,7 @@ Each ask, in order:
    draw parents with probability proportional to their predicted throughput,
    mutate each into a child, and keep the children not met before;
 6. replay the best-scored unvisited points met in any generation,
-   ``CONFIRMED_PER_CANDIDATE`` per candidate wanted, and rank them by the cost
+   ``SHORTLIST_PER_CANDIDATE`` per candidate wanted, and rank them by the cost
    model; propose the best, except a share ``epsilon`` of random points, so
    regions the model wrongly thinks poor still get measured.
 
@@ -67,7 +67,7 @@ MIN_POPULATION = 32
 ATTEMPTS_PER_POINT = 4
 # The points per candidate wanted that the decision model's ranking sends to be
 # replayed and ranked by the program's model.
-CONFIRMED_PER_CANDIDATE = 2
+SHORTLIST_PER_CANDIDATE = 2
 
 
 class EvolutionarySearch(ModelGuidedSearch):
@@ -118,8 +118,9 @@ class EvolutionarySearch(ModelGuidedSearch):
         population = list(scored) or self._initial_population(size, legal=False)
         met = self._evolve(population, size)
         unscored = {point: score for point, score in met.items() if point not in scored}
-        scored.update(self._confirmed(unscored, CONFIRMED_PER_CANDIDATE * count))
+        scored.update(self._shortlisted(unscored, SHORTLIST_PER_CANDIDATE * count))
         ranked = sorted(scored, key=lambda point: -scored[point])
+        self._expect(scored)
         yield from self._with_exploration([p for p in ranked if not self.is_visited(p)], count)
 
     def _fit_screen(self, size: int) -> dict[Decisions, float]:
@@ -148,7 +149,7 @@ class EvolutionarySearch(ModelGuidedSearch):
             return np.zeros(0)
         return self._screen_model.predict(self._screen_features.transform(self.space, points))
 
-    def _confirmed(self, met: dict[Decisions, float], wanted: int) -> dict[Decisions, float]:
+    def _shortlisted(self, met: dict[Decisions, float], wanted: int) -> dict[Decisions, float]:
         """Up to ``wanted`` of the unvisited points ``met`` in the generations, best by
         the decision model first, that replay, each with the program model's score."""
         legal: list[Decisions] = []
@@ -180,7 +181,7 @@ class EvolutionarySearch(ModelGuidedSearch):
 
     def _evolve(self, population: list[Decisions], size: int) -> dict[Decisions, float]:
         """Every point the generations met, with its score by the decision model (none
-        is replayed: ``_confirmed`` replays the shortlist)."""
+        is replayed: ``_shortlisted`` replays the shortlist)."""
         scored: dict[Decisions, float] = {}
         for _ in range(self.generations):
             scores = self._screen_predict(population)

@@ -24,6 +24,8 @@ class GeneticSearch(SearchStrategy):
     """``population`` is how many of the fastest candidates breed; ``mutation_prob``
     the chance that a child's decision is redrawn at random."""
 
+    steered_by_measurements = True
+
     def __init__(
         self, space: Any, *, population: int = 16, mutation_prob: float = 0.1, **options: Any
     ) -> None:

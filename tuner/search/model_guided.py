@@ -26,11 +26,15 @@ from tuner import cost_model
 from tuner.cost_model.base import CostModel
 from tuner.cost_model.features import FeatureExtractor
 from tuner.cost_model.features import create as create_features
-from tuner.search.base import SearchError, SearchStrategy
+from tuner.search.base import Observation, SearchError, SearchStrategy
 from tuner.space.base import Decisions, Space
 
 # How much lower than the slowest success (in log throughput) a failure is taught.
 FAILURE_PENALTY = 1.0
+# A point the model expected within CONTENDER times the fastest's time, measured more
+# than SURPRISE times slower than it expected, is measured again.
+CONTENDER = 1.5
+SURPRISE = 2.0
 
 
 class ModelGuidedSearch(SearchStrategy):
@@ -40,6 +44,7 @@ class ModelGuidedSearch(SearchStrategy):
     batch)."""
 
     learns_from_other_workloads = True
+    steered_by_measurements = True
 
     def __init__(
         self,
@@ -62,6 +67,10 @@ class ModelGuidedSearch(SearchStrategy):
         self.warmup = self.batch_size if warmup is None else warmup
         self.np_rng = np.random.default_rng(self.seed)
         self._transfer: list[tuple[np.ndarray, np.ndarray]] = []
+        # The model's score of each point it proposed for its rank, and how much of
+        # ``history`` has been checked against those scores.
+        self._expected: dict[Decisions, float] = {}
+        self._checked = 0
 
     @cached_property
     def _feature_width(self) -> int:
@@ -99,7 +108,38 @@ class ModelGuidedSearch(SearchStrategy):
         self.warm_start(rows, values)
         return len(values)
 
+    def _worth_confirming(self) -> list[Observation]:
+        """The fastest points measured once, then the surprises since the last call:
+        points the model expected to be contenders that measured more than SURPRISE
+        times slower than expected (at most ``confirm_top``, the most surprising first)."""
+        fastest = super()._worth_confirming()
+        measured = self.measured()
+        new = self.history[self._checked :]
+        self._checked = len(self.history)
+        if not measured or measured[0].seconds is None:
+            return fastest
+        best = measured[0].seconds
+        surprises: list[tuple[float, Observation]] = []
+        for observation in new:
+            expected = self._expected.get(observation.decisions)
+            if (
+                expected is None
+                or observation.seconds is None
+                or observation in fastest
+                or expected < -math.log(CONTENDER)
+            ):
+                continue
+            shortfall = expected - math.log(best / observation.seconds)
+            if shortfall > math.log(SURPRISE):
+                surprises.append((shortfall, observation))
+        surprises.sort(key=lambda pair: -pair[0])
+        return fastest + [o for _, o in surprises[: self.confirm_top]]
+
     # for model-guided strategies ----------------------------------------------------
+
+    def _expect(self, scores: dict[Decisions, float]) -> None:
+        """Keep the model's scores of points it proposes, to check their measurements by."""
+        self._expected.update(scores)
 
     def _model_ready(self) -> bool:
         """Whether there is something to fit: ``warmup`` measurements or transfer records."""
