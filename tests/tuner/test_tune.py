@@ -5,16 +5,16 @@ second measurement, never more); Ctrl-C leaves every committed batch stored."""
 from __future__ import annotations
 
 import io
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 import pytest
 from quick_measure import QUICK
+from searched_traces import searched_traces
 
 from compiler.errors import ErrorKind
 from compiler.schedule.default import schedule_by_default
-from db import Database, Measurement, Purpose, SQLDatabase
+from db import Measurement, Purpose, SQLDatabase
 from tuner import space as spaces
 from tuner.progress import Progress
 from tuner.task import TuneTask
@@ -36,20 +36,10 @@ def _options(trials: int, tuner: str = "xgb", *, baseline: bool = False) -> Tune
     )
 
 
-def _check_no_repeats(database: Database, task: TuneTask) -> int:
-    """How many traces the task's search measured: none more than twice (a trial and
-    its confirmation)."""
-    stored = database.records(task.workload_key, task.target, purpose=Purpose.SEARCH, limit=1000)
-    times = Counter(r.trace_hash for r in stored)
-    assert max(times.values(), default=1) <= 2
-    assert set(times) == database.measured_hashes(task.workload_key, task.target)
-    return len(times)
-
-
 def test_tune_stores_records_and_retimes_the_best(task, database, backend):
     result = tune(task, database=database, workers=backend, options=_options(16))
     assert (result.measured, result.restored, result.stop_reason) == (16, 0, "budget")
-    assert _check_no_repeats(database, task) == 16
+    assert searched_traces(database, task) == 16
     stored = database.records(task.workload_key, task.target, purpose=Purpose.SEARCH)
     assert 0 < result.confirmed == len(stored) - 16  # the xgb search confirms its fastest
     assert len(result.curve) == 16
@@ -75,10 +65,10 @@ def test_the_same_command_resumes_without_measuring_twice(task, database, backen
     first = tune(task, database=database, workers=backend, options=_options(16, "random"))
     again = tune(task, database=database, workers=backend, options=_options(16, "random"))
     assert (again.measured, again.restored) == (0, first.measured)
-    assert _check_no_repeats(database, task) == 16
+    assert searched_traces(database, task) == 16
     more = tune(task, database=database, workers=backend, options=_options(24))
     assert (more.measured, more.restored) == (8, 16)
-    assert _check_no_repeats(database, task) == 24
+    assert searched_traces(database, task) == 24
 
 
 def test_a_measurement_lost_with_its_host_is_taken_again_on_resume(task, database, backend):
@@ -220,7 +210,7 @@ def test_ctrl_c_between_batches_keeps_the_committed_ones(task, database, backend
     progress = _InterruptAt(64, after=3)  # the first batch's scouts, its rest, a second batch
     result = tune(task, database=database, workers=backend, options=_options(64), progress=progress)
     assert result.interrupted and result.measured == 16
-    assert _check_no_repeats(database, task) == 16
+    assert searched_traces(database, task) == 16
     assert result.best and all(row.seconds is None for row in result.best)
     stored = database.best(task.workload_key, task.target, k=len(result.best))
     assert [row.trace for row in result.best] == [r.trace for r in stored]
@@ -233,10 +223,10 @@ def test_ctrl_c_during_a_batch_drops_only_that_batch(task, database, backend):
     result = tune(task, database=database, workers=interrupted, options=_options(64))
     assert result.interrupted
     assert result.measured == 8
-    assert _check_no_repeats(database, task) == result.measured
+    assert searched_traces(database, task) == result.measured
     resumed = tune(task, database=database, workers=backend, options=_options(result.measured + 8))
     assert (resumed.restored, resumed.measured) == (result.measured, 8)
-    assert _check_no_repeats(database, task) == result.measured + 8
+    assert searched_traces(database, task) == result.measured + 8
 
 
 def test_the_seed_makes_the_choices_reproducible(task, tmp_path, backend):

@@ -8,12 +8,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from schedule_fns import tile_matmul_relu
+from searched_traces import searched_traces
 from workloads import mm_relu
 
 import compiler
 import tuner
 from compiler.schedule.tuned import apply_best
-from db import Database, Purpose
+from db import Database
 from tuner.search import SearchError
 from tuner.space import SpaceError
 from tuner.tune import TuneResult
@@ -36,19 +37,11 @@ def _tune(database: Database, backend: Workers, trials: int) -> TuneResult:
     )
 
 
-def _search_records(database: Database, result: TuneResult) -> int:
-    """How many search records there are; asserts that no trace was measured twice."""
-    task = result.task
-    count = len(database.records(task.workload_key, task.target, purpose=Purpose.SEARCH))
-    assert len(database.measured_hashes(task.workload_key, task.target)) == count
-    return count
-
-
 def test_a_schedule_function_tunes_and_its_best_replays_at_build_time(database, backend, rng):
     result = _tune(database, backend, trials=4)
     assert (result.measured, result.errors, result.stop_reason) == (4, 0, "budget")
     assert result.space == "schedule function tile_matmul_relu"
-    assert _search_records(database, result) == 4
+    assert searched_traces(database, result.task) == 4
     best = database.best_trace(result.task.workload_key, result.task.target)
     assert best is not None and best == result.best[0].trace
 
@@ -70,7 +63,7 @@ def test_the_same_call_resumes_and_measures_no_trace_twice(database, backend):
     more = _tune(database, backend, trials=POINTS + 2)
     # the first call measured the default schedule and 3 points of the space
     assert (more.measured, more.restored, more.stop_reason) == (3, 4, "space exhausted")
-    assert _search_records(database, more) == POINTS + 1
+    assert searched_traces(database, more.task) == POINTS + 1
 
 
 @pytest.mark.parametrize(
