@@ -123,3 +123,29 @@ def test_confirm_top_is_checked(space) -> None:
     strategy = search.create("xgb", space=space, max_trials=8, confirm_top=0)
     _measured_batch(strategy, _replay(space))
     assert strategy.confirmation_candidates() == []
+
+
+def test_a_resumed_search_never_asks_to_confirm_a_trace_stored_twice(space) -> None:
+    """A model's next round: a search resumes from a few stored records, one trace stored
+    twice (confirmed in an earlier round) and far slower than its region, and learns
+    from another task's records. Its model expects that trace among the fastest, but it
+    was confirmed already: the search must not ask for it again (it did, and the round
+    failed with a SearchError)."""
+    replay = _replay(space)
+    best = replay.exhaustive_best()
+    seconds = synthetic_seconds(space, best)
+    assert seconds is not None
+    other = small_space(m=32, n=24, k=8)
+    other_replay = _replay(other)
+    teacher = search.create("random", space=other, max_trials=48, batch_size=16)
+    for _ in range(3):
+        _measured_batch(teacher, other_replay)
+    records = [(o.candidate.trace_json, o.seconds) for o in teacher.history if o.candidate]
+    resumed = search.create("evolutionary", space=space, max_trials=32, batch_size=8, **FAST)
+    slow = 20 * seconds
+    assert resumed.restore_traces([(best.trace_json, slow), (best.trace_json, slow)]) == 1
+    assert resumed.learn_from(other, records) > 0
+    _measured_batch(resumed, replay)
+    again = resumed.confirmation_candidates()
+    assert best not in again
+    resumed.notify_confirmations(again, replay.measure(again))

@@ -110,8 +110,9 @@ class ModelGuidedSearch(SearchStrategy):
 
     def _worth_confirming(self) -> list[Observation]:
         """The fastest points measured once, then the surprises since the last call:
-        points the model expected to be contenders that measured more than SURPRISE
-        times slower than expected (at most ``confirm_top``, the most surprising first)."""
+        points measured once that the model expected to be contenders and that measured
+        more than SURPRISE times slower than expected (at most ``confirm_top``, the most
+        surprising first). The first call also looks at the restored points."""
         fastest = super()._worth_confirming()
         measured = self.measured()
         new = self.history[self._checked :]
@@ -125,6 +126,8 @@ class ModelGuidedSearch(SearchStrategy):
             if (
                 expected is None
                 or observation.seconds is None
+                or observation.candidate is None
+                or observation.candidate.trace_hash in self._confirmed
                 or observation in fastest
                 or expected < -math.log(CONTENDER)
             ):
