@@ -214,7 +214,7 @@ def tune(
     transferred = similar = 0
     if remaining > 0:
         loop.restored = restored
-        loop.known = _fastest_results(stored)
+        loop.known = {r.trace_hash: MeasureResult(r.seconds, r.error) for r in stored}
         loop.best_seconds = min((r.seconds for r in stored if r.seconds), default=None)
         if baseline is not None:
             loop.measure([baseline])
@@ -383,12 +383,9 @@ class _Loop:
         if not again:
             return
         runs = self._run(again)
-        for candidate, run in zip(again, runs, strict=True):
-            known = self.known[candidate.trace_hash].seconds
-            if run.seconds is not None and (known is None or run.seconds < known):
-                self.known[candidate.trace_hash] = MeasureResult(run.seconds, run.error)
-                if self.best_seconds is None or run.seconds < self.best_seconds:
-                    self.best_seconds = run.seconds
+        faster = [run.seconds for run in runs if run.seconds is not None]
+        if faster and (self.best_seconds is None or min(faster) < self.best_seconds):
+            self.best_seconds = min(faster)
         self.confirmed += len(runs)
         self.timed(partial(strategy.notify_confirmations, again, runs))
 
@@ -543,18 +540,6 @@ def _lost_candidates(task: TuneTask, records: Sequence[TuningRecord]) -> list[Tr
         for digest, record in lost.items()
         if digest not in measured
     ]
-
-
-def _fastest_results(records: Sequence[TuningRecord]) -> dict[str, MeasureResult]:
-    """Each trace's fastest stored result (a confirmed trace has two), or its failure."""
-    known: dict[str, MeasureResult] = {}
-    for record in records:
-        kept = known.get(record.trace_hash)
-        if kept is None or (
-            record.seconds is not None and (kept.seconds is None or record.seconds < kept.seconds)
-        ):
-            known[record.trace_hash] = MeasureResult(record.seconds, record.error)
-    return known
 
 
 def _restored_count(space: spaces.Space, records: Sequence[TuningRecord]) -> int:

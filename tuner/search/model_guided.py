@@ -114,12 +114,11 @@ class ModelGuidedSearch(SearchStrategy):
         more than SURPRISE times slower than expected (at most ``confirm_top``, the most
         surprising first). The first call also looks at the restored points."""
         fastest = super()._worth_confirming()
-        measured = self.measured()
         new = self.history[self._checked :]
         self._checked = len(self.history)
-        if not measured or measured[0].seconds is None:
+        if self.best is None or self.best.seconds is None:
             return fastest
-        best = measured[0].seconds
+        best = self.best.seconds
         surprises: list[tuple[float, Observation]] = []
         for observation in new:
             expected = self._expected.get(observation.decisions)
