@@ -79,39 +79,35 @@ _VAR_IDS = "_tensortune_var_ids"
 
 
 def find_loop(root: Node, loop_var: Var) -> For | None:
-    return memoized(root, "_tensortune_loops", lambda: _index_loops(root)).get(id(loop_var))
-
-
-def _index_loops(root: Node) -> dict[int, For]:
-    """Each loop variable's first loop in pre-order."""
-    loops: dict[int, For] = {}
-
-    def collect(n: Node) -> bool:
-        if isinstance(n, For):
-            loops.setdefault(id(n.loop_var), n)
-        return not isinstance(n, PrimExpr)  # no loop inside an expression
-
-    visit(root, collect)
-    return loops
+    return _statement_index(root)[0].get(id(loop_var))
 
 
 def find_block_realize(root: Node, name: str) -> BlockRealize | None:
     if not isinstance(name, str):  # a malformed trace's block name finds no block
         return None
-    return memoized(root, "_tensortune_realizes", lambda: _index_realizes(root)).get(name)
+    return _statement_index(root)[1].get(name)
 
 
-def _index_realizes(root: Node) -> dict[str, BlockRealize]:
-    """Each block name's first realize in pre-order."""
+def _statement_index(root: Node) -> tuple[dict[int, For], dict[str, BlockRealize]]:
+    """Each loop variable's first loop and each block name's first realize, in
+    pre-order: one walk of the statements serves both (a schedule asks for both on
+    each new program)."""
+    return memoized(root, "_tensortune_statement_index", lambda: _index_statements(root))
+
+
+def _index_statements(root: Node) -> tuple[dict[int, For], dict[str, BlockRealize]]:
+    loops: dict[int, For] = {}
     realizes: dict[str, BlockRealize] = {}
 
     def collect(n: Node) -> bool:
-        if isinstance(n, BlockRealize):
+        if isinstance(n, For):
+            loops.setdefault(id(n.loop_var), n)
+        elif isinstance(n, BlockRealize):
             realizes.setdefault(n.block.name, n)
-        return not isinstance(n, PrimExpr)
+        return not isinstance(n, PrimExpr)  # no statement inside an expression
 
     visit(root, collect)
-    return realizes
+    return loops, realizes
 
 
 def ancestors_of(root: Node, target: Node) -> list[Node]:

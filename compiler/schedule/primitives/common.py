@@ -15,9 +15,10 @@ def block_names(func: PrimFunc) -> list[str]:
     """Names of every block but the root, in program order."""
     names: list[str] = []
 
-    def collect(n: Node) -> None:
+    def collect(n: Node) -> bool:
         if isinstance(n, Block) and n.name != "root":
             names.append(n.name)
+        return not isinstance(n, PrimExpr)  # no block inside an expression
 
     visit(func.body, collect)
     return names

@@ -59,10 +59,10 @@ def site_of(func: PrimFunc, realize: BlockRealize) -> BlockSite:
 def find_realize_of(func: PrimFunc, block: Block) -> BlockRealize | None:
     found: list[BlockRealize] = []
 
-    def check(n: Node) -> bool | None:
+    def check(n: Node) -> bool:
         if isinstance(n, BlockRealize) and n.block is block:
             found.append(n)
-        return not found
+        return not found and not isinstance(n, PrimExpr)
 
     visit(func.body, check)
     return found[0] if found else None
@@ -72,9 +72,10 @@ def leaf_realizes(root: Node) -> list[BlockRealize]:
     """Every realize under ``root`` except the root block's, in program order."""
     found: list[BlockRealize] = []
 
-    def collect(n: Node) -> None:
+    def collect(n: Node) -> bool:
         if isinstance(n, BlockRealize) and n.block.name != "root":
             found.append(n)
+        return not isinstance(n, PrimExpr)
 
     visit(root, collect)
     return found
@@ -140,16 +141,23 @@ def fresh_name(base: str, taken: Iterable[str]) -> str:
 
 def block_names(func: PrimFunc) -> list[str]:
     names: list[str] = []
-    visit(func.body, lambda n: names.append(n.name) if isinstance(n, Block) else None)
+
+    def collect(n: Node) -> bool:
+        if isinstance(n, Block):
+            names.append(n.name)
+        return not isinstance(n, PrimExpr)
+
+    visit(func.body, collect)
     return names
 
 
 def buffer_names(func: PrimFunc) -> list[str]:
     names = [p.name for p in func.params]
 
-    def collect(n: Node) -> None:
+    def collect(n: Node) -> bool:
         if isinstance(n, Block):
             names.extend(b.name for b in n.alloc_buffers)
+        return not isinstance(n, PrimExpr)
 
     visit(func.body, collect)
     return names
@@ -177,7 +185,7 @@ def _contains(root: Node, target: Node) -> bool:
     def check(n: Node) -> bool:
         nonlocal hit
         hit = hit or n is target
-        return not hit
+        return not hit and not isinstance(n, PrimExpr)
 
     visit(root, check)
     return hit
