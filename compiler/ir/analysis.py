@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import cast
 
 from compiler.ir.buffer import Buffer
@@ -79,35 +80,13 @@ _VAR_IDS = "_tensortune_var_ids"
 
 
 def find_loop(root: Node, loop_var: Var) -> For | None:
-    return _statement_index(root)[0].get(id(loop_var))
+    return _statement_index(root).loops.get(id(loop_var))
 
 
 def find_block_realize(root: Node, name: str) -> BlockRealize | None:
     if not isinstance(name, str):  # a malformed trace's block name finds no block
         return None
-    return _statement_index(root)[1].get(name)
-
-
-def _statement_index(root: Node) -> tuple[dict[int, For], dict[str, BlockRealize]]:
-    """Each loop variable's first loop and each block name's first realize, in
-    pre-order: one walk of the statements serves both (a schedule asks for both on
-    each new program)."""
-    return memoized(root, "_tensortune_statement_index", lambda: _index_statements(root))
-
-
-def _index_statements(root: Node) -> tuple[dict[int, For], dict[str, BlockRealize]]:
-    loops: dict[int, For] = {}
-    realizes: dict[str, BlockRealize] = {}
-
-    def collect(n: Node) -> bool:
-        if isinstance(n, For):
-            loops.setdefault(id(n.loop_var), n)
-        elif isinstance(n, BlockRealize):
-            realizes.setdefault(n.block.name, n)
-        return not isinstance(n, PrimExpr)  # no statement inside an expression
-
-    visit(root, collect)
-    return loops, realizes
+    return _statement_index(root).realizes.get(name)
 
 
 def ancestors_of(root: Node, target: Node) -> list[Node]:
@@ -115,7 +94,7 @@ def ancestors_of(root: Node, target: Node) -> list[Node]:
     ``root``; raises ``LookupError`` if ``target`` is not a statement of the tree."""
     if target is root:
         return []
-    parents = memoized(root, "_tensortune_parents", lambda: _index_parents(root))
+    parents = _statement_index(root).parents
     path: list[Node] = []
     current = parents.get(id(target))
     if current is None:
@@ -128,18 +107,38 @@ def ancestors_of(root: Node, target: Node) -> list[Node]:
     return path
 
 
-def _index_parents(root: Node) -> dict[int, Node]:
-    """Each statement's parent (expressions are left out: what is asked about is a
-    loop or a block, and each occurs once in a tree)."""
-    parents: dict[int, Node] = {}
+@dataclass(frozen=True)
+class _StatementIndex:
+    """Each loop variable's first loop and each block name's first realize in
+    pre-order, and each statement's parent (expressions are left out: no statement
+    sits inside one, and what is asked about is a loop or a block, each of which
+    occurs once in a tree)."""
+
+    loops: dict[int, For]
+    realizes: dict[str, BlockRealize]
+    parents: dict[int, Node]
+
+
+def _statement_index(root: Node) -> _StatementIndex:
+    """The index of ``root``, made by one walk of its statements and kept on it: a
+    schedule asks for loops, blocks and paths on every new program it makes."""
+    return memoized(root, "_tensortune_statement_index", lambda: _index_statements(root))
+
+
+def _index_statements(root: Node) -> _StatementIndex:
+    index = _StatementIndex({}, {}, {})
     stack = [root]
     while stack:
         node = stack.pop()
-        for child in children(node):
-            if not isinstance(child, PrimExpr) and id(child) not in parents:
-                parents[id(child)] = node
-                stack.append(child)
-    return parents
+        if isinstance(node, For):
+            index.loops.setdefault(id(node.loop_var), node)
+        elif isinstance(node, BlockRealize):
+            index.realizes.setdefault(node.block.name, node)
+        statements = [child for child in children(node) if not isinstance(child, PrimExpr)]
+        for child in statements:
+            index.parents.setdefault(id(child), node)
+        stack.extend(reversed(statements))
+    return index
 
 
 def block_accesses(block: Block) -> tuple[list[BufferRegion], list[BufferRegion]]:

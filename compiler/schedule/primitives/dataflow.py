@@ -193,7 +193,15 @@ def _contains(root: Node, target: Node) -> bool:
 
 def replace(root: N, old: Node, new: Node) -> N:
     """``root`` with the node ``old`` (by identity) replaced by ``new``."""
-    return transform_pre(root, lambda n: new if n is old else None)
+    if isinstance(old, PrimExpr):
+        return transform_pre(root, lambda n: new if n is old else None)
+    return transform_pre(root, lambda n: new if n is old else _kept_if_expression(n))
+
+
+def _kept_if_expression(node: Node) -> Node | None:
+    """``node`` itself when it is an expression, for ``transform_pre`` to keep whole
+    without a look inside, in an edit of statements: no statement sits inside one."""
+    return node if isinstance(node, PrimExpr) else None
 
 
 def replace_in_func(func: PrimFunc, old: Node, new: Node) -> PrimFunc:
@@ -211,7 +219,7 @@ def insert_before(func: PrimFunc, target: Stmt, stmts: list[Stmt]) -> PrimFunc:
             return SeqStmt(tuple(flat))
         if n is target:
             return SeqStmt((*stmts, target))
-        return None
+        return _kept_if_expression(n)
 
     return dataclasses.replace(func, body=transform_pre(func.body, edit))
 
