@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import cast
 
@@ -77,6 +77,13 @@ def _var_ids(node: Node) -> frozenset[int]:
 
 
 _VAR_IDS = "_tensortune_var_ids"
+
+
+def visit_statements(root: Node, fn: Callable[[Node], bool | None]) -> None:
+    """``visit`` that calls ``fn`` on the statements (and their non-expression parts)
+    only: no statement sits inside an expression, so a query for loops, blocks or
+    realizes need not look into the index arithmetic, most of a scheduled tree."""
+    visit(root, lambda n: False if isinstance(n, PrimExpr) else fn(n))
 
 
 def find_loop(root: Node, loop_var: Var) -> For | None:

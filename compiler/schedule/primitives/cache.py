@@ -39,7 +39,6 @@ from compiler.schedule.primitives.coverage import covers_spatial_domain
 from compiler.schedule.primitives.dataflow import (
     BlockSite,
     accesses,
-    block_names,
     buffer_names,
     child_index,
     fresh_name,
@@ -51,6 +50,7 @@ from compiler.schedule.primitives.dataflow import (
     replace_in_func,
     scope_children,
     swap_buffer,
+    taken_block_names,
     writers,
     writes_of,
 )
@@ -169,7 +169,7 @@ def _pick(
 def _new_cache(func: PrimFunc, buffer: Buffer, scope: str) -> tuple[Buffer, str]:
     base = f"{buffer.name}_{scope}"
     cache = Buffer(fresh_name(base, buffer_names(func)), buffer.shape, buffer.dtype, scope)
-    return cache, fresh_name(base, block_names(func))
+    return cache, fresh_name(base, taken_block_names(func))
 
 
 def _position_in_scope(site: BlockSite, other: BlockRealize, primitive: str, buffer: Buffer) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from compiler.ir.analysis import ancestors_of, find_block_realize
+from compiler.ir.analysis import ancestors_of, find_block_realize, visit_statements
 from compiler.ir.expr import IntImm, PrimExpr
 from compiler.ir.function import PrimFunc
 from compiler.ir.node import Node, replace_child, transform_pre, visit
@@ -15,12 +15,11 @@ def block_names(func: PrimFunc) -> list[str]:
     """Names of every block but the root, in program order."""
     names: list[str] = []
 
-    def collect(n: Node) -> bool:
+    def collect(n: Node) -> None:
         if isinstance(n, Block) and n.name != "root":
             names.append(n.name)
-        return not isinstance(n, PrimExpr)  # no block inside an expression
 
-    visit(func.body, collect)
+    visit_statements(func.body, collect)
     return names
 
 

@@ -14,13 +14,20 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from compiler.ir import expr as E
-from compiler.ir.analysis import ancestors_of, block_accesses, replace_buffer, substitute
+from compiler.ir.analysis import (
+    ancestors_of,
+    block_accesses,
+    replace_buffer,
+    substitute,
+    visit_statements,
+)
 from compiler.ir.buffer import Buffer
 from compiler.ir.expr import PrimExpr, Var
 from compiler.ir.function import PrimFunc
 from compiler.ir.node import N, Node, transform, transform_pre, visit
 from compiler.ir.stmt import Block, BlockRealize, BufferStore, For, SeqStmt, Stmt
 from compiler.schedule.errors import ScheduleError
+from compiler.schedule.primitives.common import block_names
 
 
 @dataclass(frozen=True)
@@ -62,9 +69,9 @@ def find_realize_of(func: PrimFunc, block: Block) -> BlockRealize | None:
     def check(n: Node) -> bool:
         if isinstance(n, BlockRealize) and n.block is block:
             found.append(n)
-        return not found and not isinstance(n, PrimExpr)
+        return not found
 
-    visit(func.body, check)
+    visit_statements(func.body, check)
     return found[0] if found else None
 
 
@@ -72,12 +79,11 @@ def leaf_realizes(root: Node) -> list[BlockRealize]:
     """Every realize under ``root`` except the root block's, in program order."""
     found: list[BlockRealize] = []
 
-    def collect(n: Node) -> bool:
+    def collect(n: Node) -> None:
         if isinstance(n, BlockRealize) and n.block.name != "root":
             found.append(n)
-        return not isinstance(n, PrimExpr)
 
-    visit(root, collect)
+    visit_statements(root, collect)
     return found
 
 
@@ -139,27 +145,19 @@ def fresh_name(base: str, taken: Iterable[str]) -> str:
     return candidate
 
 
-def block_names(func: PrimFunc) -> list[str]:
-    names: list[str] = []
-
-    def collect(n: Node) -> bool:
-        if isinstance(n, Block):
-            names.append(n.name)
-        return not isinstance(n, PrimExpr)
-
-    visit(func.body, collect)
-    return names
+def taken_block_names(func: PrimFunc) -> list[str]:
+    """Every block name of ``func``, the root's too: the names a new block must avoid."""
+    return ["root", *block_names(func)]
 
 
 def buffer_names(func: PrimFunc) -> list[str]:
     names = [p.name for p in func.params]
 
-    def collect(n: Node) -> bool:
+    def collect(n: Node) -> None:
         if isinstance(n, Block):
             names.extend(b.name for b in n.alloc_buffers)
-        return not isinstance(n, PrimExpr)
 
-    visit(func.body, collect)
+    visit_statements(func.body, collect)
     return names
 
 
@@ -185,9 +183,9 @@ def _contains(root: Node, target: Node) -> bool:
     def check(n: Node) -> bool:
         nonlocal hit
         hit = hit or n is target
-        return not hit and not isinstance(n, PrimExpr)
+        return not hit
 
-    visit(root, check)
+    visit_statements(root, check)
     return hit
 
 

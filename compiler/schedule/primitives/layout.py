@@ -38,7 +38,6 @@ from compiler.schedule.index_map import IndexMap
 from compiler.schedule.primitives.cache import check_whole_write, point_nest
 from compiler.schedule.primitives.dataflow import (
     accesses,
-    block_names,
     buffer_names,
     fresh_name,
     is_param,
@@ -47,6 +46,7 @@ from compiler.schedule.primitives.dataflow import (
     reads_of,
     scope_children,
     site_of,
+    taken_block_names,
     writers,
     writes_of,
 )
@@ -74,7 +74,7 @@ def transform_layout(
     if not is_param(func, target):
         laid_out = dataclasses.replace(target, shape=new_shape)
         return _rewrite(func, target, laid_out, index_map), None
-    name = fresh_name(f"{target.name}_layout", [*block_names(func), *buffer_names(func)])
+    name = fresh_name(f"{target.name}_layout", [*taken_block_names(func), *buffer_names(func)])
     laid_out = Buffer(name, new_shape, target.dtype)
     if not writers(func, target):
         convert = _conversion(name, target, laid_out, index_map.inverse(shape), index_map)

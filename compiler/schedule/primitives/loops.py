@@ -16,7 +16,7 @@ from typing import Any
 
 from compiler.arith.const_interval import fits
 from compiler.ir import expr as E
-from compiler.ir.analysis import substitute, uses_var
+from compiler.ir.analysis import substitute, uses_var, visit_statements
 from compiler.ir.expr import PrimExpr, Var
 from compiler.ir.function import PrimFunc
 from compiler.ir.node import Node, transform_pre, visit
@@ -243,9 +243,9 @@ def _check_single_iter_kind(loop: For) -> None:
     an output element first at a reduction step other than the first, where the
     block's init would then wipe the partial sum."""
 
-    def check(n: Node) -> bool | None:
+    def check(n: Node) -> None:
         if not isinstance(n, BlockRealize):
-            return not isinstance(n, PrimExpr)  # no block inside an expression
+            return
         kinds = {
             iv.kind
             for iv, value in zip(n.block.iter_vars, n.iter_values, strict=True)
@@ -257,9 +257,8 @@ def _check_single_iter_kind(loop: For) -> None:
                 f"reduce variables of block {n.block.name!r} (it fuses a spatial and a "
                 "reduction loop); reorder the loops before fusing them"
             )
-        return None
 
-    visit(loop.body, check)
+    visit_statements(loop.body, check)
 
 
 def _chain_through(loops: list[For]) -> list[For]:

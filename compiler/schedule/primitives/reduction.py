@@ -24,7 +24,6 @@ from compiler.ir.stmt import Block, BlockRealize, For, IterKind, IterVar, true_p
 from compiler.schedule.errors import ScheduleError
 from compiler.schedule.primitives.dataflow import (
     BlockSite,
-    block_names,
     conjuncts,
     copy_loops,
     evaluate,
@@ -33,6 +32,7 @@ from compiler.schedule.primitives.dataflow import (
     is_true,
     locate,
     replace_in_func,
+    taken_block_names,
     uses_any,
 )
 
@@ -61,7 +61,7 @@ def decompose_reduction(func: PrimFunc, block: Block, loop: For) -> tuple[PrimFu
     if uses_any(block.init, reduce_vars):
         raise ScheduleError(f"{prefix}: the init uses a reduction variable")
 
-    name = fresh_name(f"{block.name}_init", block_names(func))
+    name = fresh_name(f"{block.name}_init", taken_block_names(func))
     init_vars = [IterVar(Var(iv.var.name, iv.var.dtype), iv.dom, iv.kind) for iv, _ in spatial]
     body = substitute(
         block.init, {iv.var: nv.var for (iv, _), nv in zip(spatial, init_vars, strict=True)}

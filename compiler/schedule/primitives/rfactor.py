@@ -43,7 +43,6 @@ from compiler.ir.stmt import (
 from compiler.schedule.errors import ScheduleError
 from compiler.schedule.primitives.dataflow import (
     BlockSite,
-    block_names,
     buffer_names,
     conjuncts,
     copy_loops,
@@ -53,6 +52,7 @@ from compiler.schedule.primitives.dataflow import (
     locate,
     replace,
     replace_in_func,
+    taken_block_names,
     uses_any,
 )
 from compiler.schedule.primitives.reducer import Reducer, match_reducer
@@ -106,7 +106,7 @@ def rfactor(func: PrimFunc, loop: For, factor_axis: int) -> tuple[PrimFunc, str]
     _check_first_step(nest, loop, prefix)
 
     rf_buffer = _rf_buffer(func, reducer.out, loop, axis)
-    rf_name = fresh_name(f"{block.name}_rf", block_names(func))
+    rf_name = fresh_name(f"{block.name}_rf", taken_block_names(func))
     rf_realize = _rf_block(site, nest, loop, reducer, rf_buffer, axis, rf_name)
     write_back = _write_back_nest(site, nest, loop, reducer, rf_buffer, axis)
 
