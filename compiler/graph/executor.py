@@ -1,6 +1,7 @@
 """Running a whole model: its fused groups compiled into one module (each with the
 tuning database's best schedule where it has one) and called in order on buffers
-that are allocated once.
+that are allocated once, values whose lives do not overlap sharing memory
+(``compiler.graph.memory_plan``).
 
 Groups that are the same workload (a block repeated through a network) are one
 function of the module. What runs is a Plan (``compiler.graph.plan``): the steps
@@ -29,6 +30,7 @@ from compiler.graph.algorithms import choose
 from compiler.graph.blocked_layout import block_convolutions, model_block
 from compiler.graph.fuse import FusedGroup, fuse
 from compiler.graph.ir import Graph, GraphError
+from compiler.graph.memory_plan import allocate, plan_storage
 from compiler.graph.passes import fold_scale_into_conv
 from compiler.graph.plan import Plan, Step, View
 from compiler.graph.reshape_sinking import sink_reshapes
@@ -121,10 +123,7 @@ class GraphModule:
     def _start(self, plan: Plan, module: Module, weights: Mapping[str, np.ndarray]) -> None:
         self.plan = plan
         self.module = module
-        self._buffers = {
-            step.output: np.empty(plan.types[step.output].shape, plan.types[step.output].dtype)
-            for step in plan.steps
-        }
+        self._buffers = allocate(plan, plan_storage(plan))
         self._weight_names = tuple(weights)
         for name, array in weights.items():
             self._buffers[name] = np.require(array, requirements="C")
