@@ -20,6 +20,7 @@ from compiler import te
 from compiler.ir import expr as E
 from compiler.ir.buffer import Buffer
 from compiler.ir.function import IRModule, PrimFunc
+from compiler.ir.layout_free import mark_layout_free
 from compiler.ir.node import Node, visit
 from compiler.ir.stmt import (
     Block,
@@ -32,6 +33,7 @@ from compiler.ir.stmt import (
     true_predicate,
 )
 from compiler.ir.structural import structural_equal
+from compiler.runtime.prepacked import pack_arguments
 from compiler.schedule import Schedule
 from compiler.schedule.default import (
     apply_default_schedule,
@@ -229,6 +231,21 @@ def test_one_dimensional_loops_split_into_parallel_chunks_of_whole_vectors() -> 
     assert (outer.kind, inner.kind) == (ForKind.PARALLEL, ForKind.VECTORIZED)
     chunk = int(inner.extent)
     assert chunk % 8 == 0 and 400000 % chunk == 0 and int(outer.extent) >= 2
+
+
+def test_a_row_that_no_whole_vector_chunk_divides_splits_by_a_divisor_unguarded() -> None:
+    """1004 outputs (4 x 251) split by 8 lanes would leave a guard in the vector loop
+    that tests every element against the end; chunks of 251 need none."""
+    func = mark_layout_free(spec("dense", batch=1, in_features=300, out_features=1004), ["W"])
+    scheduled = default_schedule(func, target=AVX2)
+    vector = [loop for loop in loops(scheduled) if loop.kind is ForKind.VECTORIZED]
+    assert vector and all(1004 % int(loop.extent) == 0 for loop in vector)
+    assert "T.where" not in scheduled.script()
+    arrays = inputs_for(func)
+    module = compiler.build(scheduled, AVX2)
+    got = np.full((1, 1004), np.nan, "float32")
+    module["main"](*pack_arguments(module, "main", [*arrays, got]))
+    np.testing.assert_allclose(got, arrays[0] @ arrays[1].T + arrays[2], rtol=1e-5)
 
 
 def test_small_nests_stay_serial() -> None:
