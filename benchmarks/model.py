@@ -335,8 +335,8 @@ def main() -> None:
         "--conv-block",
         type=int,
         default=None,
-        help="run the convolutions in NCHW[N]c (default: the widest of 16, 8, 4 that the "
-        "model's channel counts split into; 0: NCHW)",
+        help="run each convolution in NCHW[b]c, b the widest of N and its halves (down to "
+        "4) that its channels split into (default N: 16; 0: NCHW)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
     args = parser.parse_args()

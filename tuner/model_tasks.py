@@ -56,9 +56,9 @@ def extract_tasks(
     *,
     conv_block: int | None = None,
 ) -> list[ModelTask]:
-    """The model's distinct workloads in the order they first run (its convolutions
-    in NCHW[conv_block]c, the model's own block with None, NCHW with 0, as
-    ``GraphModule`` builds them then). A
+    """The model's distinct workloads in the order they first run (each convolution
+    in NCHW[b]c, ``b`` the widest of ``conv_block`` (None: 16) and its halves that its
+    channels split into, NCHW with 0, as ``GraphModule`` builds them then). A
     group that has other algorithms (a 3x3 convolution's Winograd forms) gives a
     task for each: the build runs whichever is fastest once tuned."""
     optimized, groups = optimize(graph, conv_block=conv_block)

@@ -4,13 +4,18 @@ x86 ``conv2d_NCHWc``).
 
 ``block_convolutions`` rewrites the graph by these local rules until none applies:
 
-- a depthwise ``conv2d`` (multiplier 1, channels that split into blocks) becomes
-  ``to_nchw(depthwise_conv2d_nchwc(to_blocked(x), W'))``, ``W'`` (C/b, KH, KW, b);
 - a ``conv2d`` (one group, output channels that split into blocks) becomes
   ``to_nchw(conv2d_nchwc(to_blocked(x), W'))``, its weight ``W`` converted once, here,
-  to (O/b, C/c, KH, KW, c, b); the input block ``c`` is ``b`` where the input
+  to (O/b, C/c, KH, KW, c, b). Each convolution takes its own output block ``b``, the
+  widest of the given block and its halves that its output channels split into
+  (``conv_block``: MobileNetV2's 144 channels run in blocks of 16, its 24 in blocks
+  of 8). The input block ``c`` is the block ``x`` was made in, where ``x`` is a
+  blocked value's ``to_nchw`` (so the transforms cancel), else ``b`` where the input
   channels split into it, else all of them when fewer (an image's 3 channels: the
   first convolution runs blocked too), else their largest common divisor with ``b``;
+- a depthwise ``conv2d`` (multiplier 1, channels that split into blocks) becomes
+  ``to_nchw(depthwise_conv2d_nchwc(to_blocked(x), W'))``, ``W'`` (C/b, KH, KW, b), in
+  the block ``x`` was made in where the channels split into it, else its own;
 - ``to_blocked(to_nchw(z))`` reads ``z`` itself;
 - ``f(to_nchw(y), ...)`` becomes ``to_nchw(f(y, ...))`` for an elementwise or
   broadcast ``f`` whose other operands fit the blocked layout: one element, a
@@ -41,10 +46,10 @@ from compiler.graph.passes import bypass, rewrite_until_done, sink_below
 
 # The widest channel block a model's convolutions run in unless told otherwise: two
 # AVX2 vectors or one AVX-512 vector of float32, the width of the default schedule's
-# register tile (``compiler.schedule.default``); narrower (``model_block``) where a
-# model's channel counts do not split into it.
+# register tile (``compiler.schedule.default``); narrower (``conv_block``) where a
+# convolution's channels do not split into it.
 DEFAULT_CONV_BLOCK = 16
-# The narrowest block ``model_block`` picks: one SSE vector of float32.
+# The narrowest block ``conv_block`` picks: one SSE vector of float32.
 NARROWEST_BLOCK = 4
 TRANSFORM = "layout_transform"
 BLOCKED = "NCHWc"
@@ -53,23 +58,25 @@ MOVABLE = (Pattern.ELEMWISE, Pattern.BROADCAST)
 POOLS = ("max_pool2d", "avg_pool2d", "global_avg_pool2d")
 
 
-def model_block(graph: Graph, widest: int = DEFAULT_CONV_BLOCK) -> int:
-    """The block for ``graph``: the widest of ``widest``, its halves, down to
-    ``NARROWEST_BLOCK``, that the output channels of every convolution split into, so
-    that one layout runs through the whole model (MobileNetV2's 24 and 40 channels
-    take 8); ``widest`` when none does (a convolution of odd channels stays NCHW)."""
-    counts = {graph.types[node.output].shape[1] for node in graph.nodes if node.op == "conv2d"}
+def conv_block(channels: int, widest: int) -> int | None:
+    """The block of a convolution's ``channels``: the widest of ``widest`` and its
+    halves, down to ``NARROWEST_BLOCK``, that they split into; None when none does (a
+    convolution of 6 channels stays NCHW). A model whose channel counts differ in
+    what they split into (MobileNetV2's 24 among multiples of 16) runs each
+    convolution in its own: one block of 8 for the whole model made its pointwise
+    convolutions half as fast on AVX-512."""
     block = widest
     while block >= NARROWEST_BLOCK:
-        if all(count % block == 0 for count in counts):
+        if channels % block == 0:
             return block
         block //= 2
-    return widest
+    return None
 
 
-def block_convolutions(graph: Graph, block: int) -> Graph:
-    """``graph`` with its convolutions in NCHW[``block``]c (see the module docstring)."""
-    return rewrite_until_done(graph, partial(_apply_one_rule, block=block), "blocked")
+def block_convolutions(graph: Graph, widest: int) -> Graph:
+    """``graph`` with each convolution in NCHW[b]c, ``b`` at most ``widest`` (see the
+    module docstring)."""
+    return rewrite_until_done(graph, partial(_apply_one_rule, block=widest), "blocked")
 
 
 def _apply_one_rule(graph: Graph, names: Iterator[str], *, block: int) -> bool:
@@ -77,10 +84,10 @@ def _apply_one_rule(graph: Graph, names: Iterator[str], *, block: int) -> bool:
     consumers = graph.consumers()
     for node in graph.nodes:
         if node.op == "conv2d" and _blockable(graph, node, block):
-            _block_convolution(graph, node, block, names)
+            _block_convolution(graph, node, block, producer, names)
             return True
         if node.op == "conv2d" and _depthwise_blockable(graph, node, block):
-            _block_depthwise(graph, node, block, names)
+            _block_depthwise(graph, node, block, producer, names)
             return True
         if node.op in POOLS:
             unblock = producer.get(node.inputs[0])
@@ -150,7 +157,7 @@ def _blockable(graph: Graph, conv: Node, block: int) -> bool:
         and len(shape) == 4
         and kernel is not None
         and kernel.ndim == 4
-        and kernel.shape[0] % block == 0
+        and conv_block(kernel.shape[0], block) is not None
     )
 
 
@@ -172,26 +179,45 @@ def _depthwise_blockable(graph: Graph, conv: Node, block: int) -> bool:
         and kernel.ndim == 4
         and conv.attrs.get("groups", 1) == shape[1] == kernel.shape[0]
         and kernel.shape[1] == 1
-        and shape[1] % block == 0
+        and conv_block(shape[1], block) is not None
     )
 
 
-def _block_convolution(graph: Graph, conv: Node, block: int, names: Iterator[str]) -> None:
+def _made_in_block(graph: Graph, value: str, producer: dict[str, Node]) -> int | None:
+    """The block of the blocked value that ``value`` is the ``to_nchw`` of, if it is."""
+    made_by = producer.get(value)
+    if made_by is None or made_by.op != TRANSFORM or made_by.attrs["to"] != PLAIN:
+        return None
+    return graph.types[made_by.inputs[0]].shape[-1]
+
+
+def _block_convolution(
+    graph: Graph, conv: Node, widest: int, producer: dict[str, Node], names: Iterator[str]
+) -> None:
     """``conv`` as ``to_nchw(conv2d_nchwc(to_blocked(x), W'))``, ``W'`` made here."""
     channels = graph.types[conv.inputs[0]].shape[1]
     kernel = graph.constants[conv.inputs[1]]
     out, _, kh, kw = kernel.shape
-    inner = input_block(channels, block)
+    block = conv_block(out, widest)
+    assert block is not None, "_blockable checked the output channels"
+    made_in = _made_in_block(graph, conv.inputs[0], producer)
+    inner = made_in if made_in and channels % made_in == 0 else input_block(channels, block)
     blocked = kernel.reshape(out // block, block, channels // inner, inner, kh, kw)
     _replace_blocked(
         graph, conv, "conv2d_nchwc", inner, blocked.transpose(0, 2, 4, 5, 3, 1), block, names
     )
 
 
-def _block_depthwise(graph: Graph, conv: Node, block: int, names: Iterator[str]) -> None:
+def _block_depthwise(
+    graph: Graph, conv: Node, widest: int, producer: dict[str, Node], names: Iterator[str]
+) -> None:
     """``conv`` as ``to_nchw(depthwise_conv2d_nchwc(to_blocked(x), W'))``."""
     kernel = graph.constants[conv.inputs[1]]
     channels, _, kh, kw = kernel.shape
+    made_in = _made_in_block(graph, conv.inputs[0], producer)
+    own = conv_block(channels, widest)
+    assert own is not None, "_depthwise_blockable checked the channels"
+    block = made_in if made_in and channels % made_in == 0 else own
     blocked = kernel.reshape(channels // block, block, kh, kw).transpose(0, 2, 3, 1)
     _replace_blocked(graph, conv, "depthwise_conv2d_nchwc", block, blocked, block, names)
 

@@ -27,7 +27,7 @@ from compiler.build import build_llvm
 from compiler.codegen.target import LLVMTarget, TargetError
 from compiler.codegen.targets import target_kind
 from compiler.graph.algorithms import choose
-from compiler.graph.blocked_layout import block_convolutions, model_block
+from compiler.graph.blocked_layout import DEFAULT_CONV_BLOCK, block_convolutions
 from compiler.graph.fuse import FusedGroup, fuse
 from compiler.graph.ir import Graph, GraphError
 from compiler.graph.memory_plan import allocate, plan_storage
@@ -47,11 +47,12 @@ LIBRARY, PLAN, WEIGHTS = "model.so", "plan.json", "weights.npz"
 
 def optimize(graph: Graph, *, conv_block: int | None = None) -> tuple[Graph, list[FusedGroup]]:
     """The graph after its passes, and its fused groups: the functions it becomes.
-    The convolutions run in NCHW[conv_block]c (``compiler.graph.blocked_layout``;
-    None: the model's own block, ``model_block``), in NCHW with ``conv_block=0``."""
+    The convolutions run in NCHW[b]c, each ``b`` the widest of ``conv_block`` and its
+    halves that its channels split into (``compiler.graph.blocked_layout``; None:
+    ``DEFAULT_CONV_BLOCK``), in NCHW with ``conv_block=0``."""
     graph.check()
     optimized = sink_reshapes(fold_scale_into_conv(graph))
-    block = model_block(optimized) if conv_block is None else conv_block
+    block = DEFAULT_CONV_BLOCK if conv_block is None else conv_block
     if block:
         optimized = block_convolutions(optimized, block)
     optimized.check()

@@ -13,7 +13,7 @@ from onnx_models import make_model, node, resnet_block, weight
 import compiler
 from compiler import te, topi
 from compiler.graph import GraphModule, import_onnx, optimize
-from compiler.graph.blocked_layout import model_block
+from compiler.graph.blocked_layout import conv_block
 from compiler.topi.reference import conv2d_nchw_im2col
 
 
@@ -152,14 +152,20 @@ def test_a_mobilenet_block_runs_blocked_through_its_depthwise_convolution(rng) -
 
 
 @pytest.mark.parametrize(
-    ("channels", "block"),
-    [((32, 64), 16), ((32, 24, 40), 8), ((12, 20), 4), ((32, 6), 16)],
+    ("channels", "blocks"),
+    [
+        ((32, 64), [16, 16]),
+        ((32, 24, 40), [16, 8, 8]),
+        ((12, 20), [4, 4]),
+        ((32, 6), [16, None]),
+    ],
 )
-def test_a_model_runs_in_the_widest_block_all_its_convolutions_split_into(
-    channels, block, rng
+def test_each_convolution_runs_in_the_widest_block_its_channels_split_into(
+    channels, blocks, rng
 ) -> None:
-    """MobileNetV2's 24 and 40 channels take 8; 6 channels split into no block of 4 or
-    more, so the rest keep the widest and that convolution stays NCHW."""
+    """MobileNetV2's 24 and 40 channels take 8 where 32 take 16; 6 channels split into
+    no block of 4 or more, so that convolution stays NCHW. A convolution reads its
+    input in the block it was made in: no transform between two blocked ones."""
     b = GraphBuilder()
     value = b.input("x", (1, 3, 8, 8))
     previous = 3
@@ -168,9 +174,14 @@ def test_a_model_runs_in_the_widest_block_all_its_convolutions_split_into(
         value = b.node("conv2d", value, f"w{k}", out=f"c{k}", **CONV)
         previous = count
     graph = b.returns(value)
-    assert model_block(graph) == block
+    assert [conv_block(count, 16) for count in channels] == blocks
     optimized, _ = optimize(graph)
     blocked = [n for n in optimized.nodes if n.op == "conv2d_nchwc"]
-    assert [optimized.types[n.output].shape[-1] for n in blocked] == [
-        block for count in channels if count % block == 0
-    ]
+    made = [block for block in blocks if block]
+    assert [optimized.types[n.output].shape[-1] for n in blocked] == made
+    assert [optimized.types[n.inputs[0]].shape[-1] for n in blocked] == [3, *made[:-1]]
+    assert sum(n.op == "layout_transform" for n in optimized.nodes) == 2
+    x = rng.standard_normal((1, 3, 8, 8)).astype("float32")
+    (got,) = GraphModule(graph).run(x=x).values()
+    (plain,) = GraphModule(graph, conv_block=0).run(x=x).values()
+    np.testing.assert_allclose(got, plain, rtol=1e-4, atol=1e-5 * np.abs(plain).max())
