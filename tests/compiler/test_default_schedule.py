@@ -248,6 +248,32 @@ def test_a_row_that_no_whole_vector_chunk_divides_splits_by_a_divisor_unguarded(
     np.testing.assert_allclose(got, arrays[0] @ arrays[1].T + arrays[2], rtol=1e-5)
 
 
+def test_an_elementwise_chain_after_a_reduction_becomes_one_pass(rng) -> None:
+    """matmul -> + bias -> clip: the add is inlined into the clip; the matmul (a
+    reduction) and a value read across a window stay blocks of their own."""
+    a = te.placeholder((48, 40), "float32", name="A")
+    b = te.placeholder((40, 64), "float32", name="B")
+    bias = te.placeholder((64,), "float32", name="bias")
+    k = te.reduce_axis((0, 40), name="k")
+    c = te.compute((48, 64), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+    added = te.compute((48, 64), lambda i, j: c[i, j] + bias[j], name="Added")
+    clipped = te.compute(
+        (48, 64), lambda i, j: te.min(te.max(added[i, j], te.const(0.0)), te.const(6.0)), "Clip"
+    )
+    pair = te.compute((48, 63), lambda i, j: te.max(clipped[i, j], clipped[i, j + 1]), "Pair")
+    func = te.create_prim_func([a, b, bias, pair])
+    sch = schedule_by_default(func, target=AVX2)
+    inlined = [i.inputs["block"] for i in sch.trace.instructions if i.kind == "compute_inline"]
+    assert [block.name for block in inlined] == ["Added"]
+    remaining = set(sch.get_child_blocks(sch.get_block("root")))
+    assert {"C", "Clip", "Pair"} <= {block.name for block in remaining}
+    arrays = [rng.standard_normal(shape_of(p)).astype("float32") for p in func.params[:-1]]
+    scheduled = sch.mod["main"].with_attr(SCHEDULED_ATTR, True)
+    got = run(compiler.build(scheduled, AVX2), func, arrays)
+    clip = np.clip(arrays[0] @ arrays[1] + arrays[2], 0, 6)
+    np.testing.assert_allclose(got, np.maximum(clip[:, :-1], clip[:, 1:]), rtol=1e-5, atol=1e-5)
+
+
 def test_small_nests_stay_serial() -> None:
     func = default_schedule(spec("add", shape_a=[16, 48], shape_b=[48]), target=AVX2)
     assert kinds(func) == [ForKind.SERIAL, ForKind.VECTORIZED]
