@@ -200,6 +200,7 @@ def task_rows(tasks: list[ModelTask], result: ModelTuneResult | None) -> list[di
         rows.append(
             {
                 "kind": task.kind,
+                "output": "x".join(str(d) for d in task.task.func.params[-1].shape),
                 "weight": task.weight,
                 "mflop": task.flop_count / 1e6,
                 "worth_tuning": task.worth_tuning,
@@ -287,11 +288,13 @@ def print_ours(label: str, measured: dict[str, Any]) -> None:
 
 
 def print_tasks(rows: list[dict[str, Any]]) -> None:
-    """The tasks worth tuning, one a line; the rest (memory-bound groups on their default
+    """The tasks worth tuning, one a line, with the shape of their output (which of a
+    model's convolutions it is); the rest (memory-bound groups on their default
     schedules) in one line."""
+    width = max((len(row["kind"]) for row in rows), default=4)
     print(
-        f"  {'task':34} {'weight':>6} {'MFLOP':>9} {'trials':>6} {'share':>6} {'best ms':>9} "
-        f"{'GFLOP/s':>8} {'of peak':>7}"
+        f"  {'task':{width}} {'output':18} {'weight':>6} {'MFLOP':>9} {'trials':>6} "
+        f"{'share':>6} {'best ms':>9} {'GFLOP/s':>8} {'of peak':>7}"
     )
     for row in rows:
         if not row["worth_tuning"]:
@@ -302,7 +305,7 @@ def print_tasks(rows: list[dict[str, Any]]) -> None:
         gflops = "-" if row["gflops"] is None else f"{row['gflops']:.1f}"
         of_peak = "-" if row["of_fma_peak"] is None else f"{row['of_fma_peak']:.0%}"
         print(
-            f"  {row['kind'][:34]:34} {row['weight']:>6} {row['mflop']:>9.2f} "
+            f"  {row['kind']:{width}} {row['output']:18} {row['weight']:>6} {row['mflop']:>9.2f} "
             f"{trials:>6} {share:>6} {best:>9} {gflops:>8} {of_peak:>7}"
         )
     rest = [row for row in rows if not row["worth_tuning"]]
