@@ -497,8 +497,9 @@ def _thread_chunk(extent: int, chunk: int, plan: _Plan) -> int:
     dividing = [c for c in nearby if extent % c == 0]
     if dividing:
         return dividing[0]
-    divisors = [d for d in range(lanes, extent // plan.threads + 1) if extent % d == 0]
-    return min(divisors, key=lambda d: abs(d - chunk), default=chunk)
+    pairs = ((k, extent // k) for k in range(1, math.isqrt(extent) + 1) if extent % k == 0)
+    divisors = [d for pair in pairs for d in pair if lanes <= d <= extent // plan.threads]
+    return min(divisors, key=lambda d: (abs(d - chunk), -d), default=chunk)
 
 
 def _tile_registers(sch: Schedule, block: BlockRV, plan: _Plan) -> None:
