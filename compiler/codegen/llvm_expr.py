@@ -71,12 +71,15 @@ class ExprEmitter:
     # instruction plumbing -----------------------------------------------------
 
     def fresh(self, hint: str = "t") -> str:
-        self._count += 1
-        return f"%{hint}{self._count}"
+        return f"%{self.label(hint)}"
 
     def label(self, hint: str) -> str:
+        """``hint`` numbered by the function's counter; a hint that ends in a digit gets
+        a dot first, so that the counter is always the name's trailing digits and no
+        two names meet ("r2" then 56 would be "r" then 256)."""
         self._count += 1
-        return f"{hint}{self._count}"
+        separator = "." if hint[-1:].isdigit() else ""
+        return f"{hint}{separator}{self._count}"
 
     def emit(self, instruction: str) -> None:
         self.lines.append("  " + instruction)

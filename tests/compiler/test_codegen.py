@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 import compiler
 from compiler import te
 from compiler.codegen import LLVMTarget, TargetError
+from compiler.codegen.llvm_context import ModuleContext
+from compiler.codegen.llvm_expr import ExprEmitter
 from compiler.ir import expr as E
 from compiler.ir.buffer import Buffer
 from compiler.ir.expr import Var
@@ -471,3 +473,12 @@ def test_only_a_loop_around_a_streaming_vector_loop_is_kept_from_vectorizing(tmp
         compiler.build(func, dump_ir=folder)
         (text,) = [p.read_text() for p in folder.iterdir() if p.name.endswith("-llvm.ll")]
         assert (KEEP_OUT in text) is kept
+
+
+def test_numbered_names_never_meet_whatever_their_hints_end_in() -> None:
+    """The fast exp's "exp_r2" numbered 56 once met "exp_r" numbered 256."""
+    emitter = ExprEmitter(ModuleContext(num_threads=2), "main")
+    hints = {56: "exp_r2", 256: "exp_r", 300: "x1", 301: "x1.", 330: "for.head"}
+    names = [emitter.fresh(hints.get(k, "t")) for k in range(1, 400)]
+    names += [f"%{emitter.label(hints.get(k, 'for.body'))}" for k in range(400, 800)]
+    assert len(set(names)) == len(names) == 799
