@@ -76,18 +76,18 @@ def conv_block(channels: int, widest: int) -> int | None:
 def block_convolutions(graph: Graph, widest: int) -> Graph:
     """``graph`` with each convolution in NCHW[b]c, ``b`` at most ``widest`` (see the
     module docstring)."""
-    return rewrite_until_done(graph, partial(_apply_one_rule, block=widest), "blocked")
+    return rewrite_until_done(graph, partial(_apply_one_rule, widest=widest), "blocked")
 
 
-def _apply_one_rule(graph: Graph, names: Iterator[str], *, block: int) -> bool:
+def _apply_one_rule(graph: Graph, names: Iterator[str], *, widest: int) -> bool:
     producer = graph.producer()
     consumers = graph.consumers()
     for node in graph.nodes:
-        if node.op == "conv2d" and _blockable(graph, node, block):
-            _block_convolution(graph, node, block, producer, names)
+        if node.op == "conv2d" and _blockable(graph, node, widest):
+            _block_convolution(graph, node, widest, producer, names)
             return True
-        if node.op == "conv2d" and _depthwise_blockable(graph, node, block):
-            _block_depthwise(graph, node, block, producer, names)
+        if node.op == "conv2d" and _depthwise_blockable(graph, node, widest):
+            _block_depthwise(graph, node, widest, producer, names)
             return True
         if node.op in POOLS:
             unblock = producer.get(node.inputs[0])
@@ -148,7 +148,7 @@ def _pool_blocked(graph: Graph, unblock: Node, pool: Node, names: Iterator[str])
     del graph.types[unblock.output]
 
 
-def _blockable(graph: Graph, conv: Node, block: int) -> bool:
+def _blockable(graph: Graph, conv: Node, widest: int) -> bool:
     data, weights = conv.inputs
     shape = graph.types[data].shape
     kernel = graph.constants.get(weights)
@@ -157,7 +157,7 @@ def _blockable(graph: Graph, conv: Node, block: int) -> bool:
         and len(shape) == 4
         and kernel is not None
         and kernel.ndim == 4
-        and conv_block(kernel.shape[0], block) is not None
+        and conv_block(kernel.shape[0], widest) is not None
     )
 
 
@@ -168,7 +168,7 @@ def input_block(channels: int, block: int) -> int:
     return channels if channels < block else math.gcd(channels, block)
 
 
-def _depthwise_blockable(graph: Graph, conv: Node, block: int) -> bool:
+def _depthwise_blockable(graph: Graph, conv: Node, widest: int) -> bool:
     """A depthwise convolution of multiplier 1 whose channels split into blocks."""
     data, weights = conv.inputs
     shape = graph.types[data].shape
@@ -179,16 +179,19 @@ def _depthwise_blockable(graph: Graph, conv: Node, block: int) -> bool:
         and kernel.ndim == 4
         and conv.attrs.get("groups", 1) == shape[1] == kernel.shape[0]
         and kernel.shape[1] == 1
-        and conv_block(shape[1], block) is not None
+        and conv_block(shape[1], widest) is not None
     )
 
 
 def _made_in_block(graph: Graph, value: str, producer: dict[str, Node]) -> int | None:
-    """The block of the blocked value that ``value`` is the ``to_nchw`` of, if it is."""
+    """The block of the blocked value that ``value`` (C channels) is the ``to_nchw``
+    of, if it is and C splits into it: reading ``value`` in that block, the two
+    transforms cancel."""
     made_by = producer.get(value)
     if made_by is None or made_by.op != TRANSFORM or made_by.attrs["to"] != PLAIN:
         return None
-    return graph.types[made_by.inputs[0]].shape[-1]
+    block = graph.types[made_by.inputs[0]].shape[-1]
+    return block if graph.types[value].shape[1] % block == 0 else None
 
 
 def _block_convolution(
@@ -200,8 +203,7 @@ def _block_convolution(
     out, _, kh, kw = kernel.shape
     block = conv_block(out, widest)
     assert block is not None, "_blockable checked the output channels"
-    made_in = _made_in_block(graph, conv.inputs[0], producer)
-    inner = made_in if made_in and channels % made_in == 0 else input_block(channels, block)
+    inner = _made_in_block(graph, conv.inputs[0], producer) or input_block(channels, block)
     blocked = kernel.reshape(out // block, block, channels // inner, inner, kh, kw)
     _replace_blocked(
         graph, conv, "conv2d_nchwc", inner, blocked.transpose(0, 2, 4, 5, 3, 1), block, names
@@ -214,10 +216,8 @@ def _block_depthwise(
     """``conv`` as ``to_nchw(depthwise_conv2d_nchwc(to_blocked(x), W'))``."""
     kernel = graph.constants[conv.inputs[1]]
     channels, _, kh, kw = kernel.shape
-    made_in = _made_in_block(graph, conv.inputs[0], producer)
-    own = conv_block(channels, widest)
-    assert own is not None, "_depthwise_blockable checked the channels"
-    block = made_in if made_in and channels % made_in == 0 else own
+    block = _made_in_block(graph, conv.inputs[0], producer) or conv_block(channels, widest)
+    assert block is not None, "_depthwise_blockable checked the channels"
     blocked = kernel.reshape(channels // block, block, kh, kw).transpose(0, 2, 3, 1)
     _replace_blocked(graph, conv, "depthwise_conv2d_nchwc", block, blocked, block, names)
 
