@@ -16,7 +16,8 @@ from service_server import serving
 
 from db import Job, Role, SQLDatabase
 from tuner.service import create_app
-from tuner.service.app import EVENT_POLL_SECONDS, ROUTE_THREADS
+from tuner.service.app import ROUTE_THREADS
+from tuner.service.job_routes import EVENT_POLL_SECONDS
 
 RELU = {"op": "relu", "args": {"shape": [12, 10]}}
 WATCHERS = 2 * ROUTE_THREADS

@@ -8,7 +8,7 @@ from service_server import serving
 
 from db import Role, SQLDatabase
 from tuner.service import create_app
-from tuner.service.app import RETRY_AFTER_SECONDS
+from tuner.service.errors import RETRY_AFTER_SECONDS
 
 JOB = {"workloads": [{"op": "relu", "args": {"shape": [12, 10]}}], "trials": 2}
 
