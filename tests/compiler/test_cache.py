@@ -12,16 +12,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ir_interpreter import run_func
+from schedule_checks import assert_refused, assert_replays
 from workloads import matmul, mm_relu, softmax, softmax_ref
 
 import compiler
 from compiler import te
 from compiler.ir.analysis import find_block_realize
 from compiler.ir.function import PrimFunc
-from compiler.schedule.errors import ScheduleError
 from compiler.schedule.primitives.common import block_names, replace_node
 from compiler.schedule.schedule import Schedule
-from compiler.schedule.trace import Trace
 
 
 def two_readers(m: int, n: int) -> PrimFunc:
@@ -53,21 +52,6 @@ def results(sch: Schedule, args: list[np.ndarray], out_shape: tuple[int, ...]) -
 def assert_close(sch: Schedule, args: list[np.ndarray], expected: np.ndarray) -> None:
     for got in results(sch, args, expected.shape):
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
-
-
-def assert_refused(sch: Schedule, call, *args, match: str) -> None:
-    before_text = sch.mod.script()
-    before_trace = str(sch.trace)
-    with pytest.raises(ScheduleError, match=match):
-        call(*args)
-    assert sch.mod.script() == before_text
-    assert str(sch.trace) == before_trace
-
-
-def assert_replays(sch: Schedule, workload: PrimFunc) -> None:
-    fresh = Schedule(workload)
-    Trace.from_json(sch.trace.as_json()).apply_to_schedule(fresh)
-    assert fresh.mod.script() == sch.mod.script()
 
 
 def alloc_of(sch: Schedule, name: str):

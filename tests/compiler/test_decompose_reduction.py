@@ -6,20 +6,18 @@ traces replay."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ir_interpreter import run_func
+from schedule_checks import assert_refused, assert_replays
 from workloads import matmul, mm_relu
 
 import compiler
 from compiler import te
 from compiler.ir.function import PrimFunc
 from compiler.ir.stmt import For
-from compiler.schedule.errors import ScheduleError
 from compiler.schedule.primitives.common import block_names
 from compiler.schedule.schedule import Schedule
-from compiler.schedule.trace import Trace
 
 
 def row_max_sum(m: int, n: int) -> PrimFunc:
@@ -45,21 +43,6 @@ def assert_close(sch: Schedule, args: list[np.ndarray], expected: np.ndarray) ->
     out[...] = np.nan
     compiler.build(sch.mod)["main"](*[x.copy() for x in args], out)
     np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
-
-
-def assert_refused(sch: Schedule, call, *args, match: str) -> None:
-    before_text = sch.mod.script()
-    before_trace = str(sch.trace)
-    with pytest.raises(ScheduleError, match=match):
-        call(*args)
-    assert sch.mod.script() == before_text
-    assert str(sch.trace) == before_trace
-
-
-def assert_replays(sch: Schedule, workload: PrimFunc) -> None:
-    fresh = Schedule(workload)
-    Trace.from_json(sch.trace.as_json()).apply_to_schedule(fresh)
-    assert fresh.mod.script() == sch.mod.script()
 
 
 def loop_names_above(sch: Schedule, block_name: str) -> list[str]:

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ir_interpreter import run_func
+from schedule_checks import assert_refused, assert_replays
 from workloads import mm_relu, softmax, softmax_ref
 
 import compiler
@@ -31,7 +32,6 @@ from compiler.ir.stmt import (
 from compiler.schedule.errors import ScheduleError
 from compiler.schedule.primitives.common import block_names
 from compiler.schedule.schedule import Schedule
-from compiler.schedule.trace import Trace
 
 SHAPES = st.integers(min_value=1, max_value=9)
 
@@ -96,23 +96,6 @@ def built(sch: Schedule, inputs: list[np.ndarray], out_shape: tuple[int, ...]) -
     out = np.full(out_shape, np.nan, dtype="float32")
     compiler.build(sch.mod)["main"](*[x.copy() for x in inputs], out)
     return out
-
-
-def assert_refused(sch: Schedule, call, *args, match: str) -> None:
-    """``call(*args)`` raises ScheduleError matching ``match`` and changes nothing."""
-    before_text = sch.mod.script()
-    before_trace = str(sch.trace)
-    with pytest.raises(ScheduleError, match=match):
-        call(*args)
-    assert sch.mod.script() == before_text
-    assert str(sch.trace) == before_trace
-
-
-def assert_replays(sch: Schedule, workload: PrimFunc) -> None:
-    trace = Trace.from_json(sch.trace.as_json())
-    fresh = Schedule(workload)
-    trace.apply_to_schedule(fresh)
-    assert fresh.mod.script() == sch.mod.script()
 
 
 def root_allocs(sch: Schedule) -> list[str]:

@@ -11,15 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ir_interpreter import run_func
+from schedule_checks import assert_refused, assert_replays
 from workloads import matmul
 
 import compiler
 from compiler import te
 from compiler.ir.function import PrimFunc
 from compiler.ir.layout_free import LAYOUT_REWRITE_ATTR
-from compiler.ir.structural import structural_hash
 from compiler.lower.prepack import PrepackError
-from compiler.schedule import IndexMap, Schedule, ScheduleError, Trace
+from compiler.schedule import IndexMap, Schedule
 from compiler.topi.nn.conv2d import conv2d_nchw
 from compiler.topi.reference import conv2d_nchw_im2col
 
@@ -52,22 +52,6 @@ def assert_computes(sch: Schedule, inputs: list[np.ndarray], expected: np.ndarra
         out = np.full(expected.shape, np.nan, dtype="float32")
         run(*[x.copy() for x in inputs], out)
         np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
-
-
-def assert_replays(sch: Schedule, workload: PrimFunc) -> None:
-    fresh = Schedule(workload)
-    Trace.from_json(sch.trace.to_json_string()).apply_to_schedule(fresh)
-    assert structural_hash(fresh.mod["main"]) == structural_hash(sch.mod["main"])
-    assert fresh.trace.structural_hash == sch.trace.structural_hash
-
-
-def assert_refused(sch: Schedule, *args: object, match: str) -> None:
-    before_text = sch.mod.script()
-    before_trace = str(sch.trace)
-    with pytest.raises(ScheduleError, match=match):
-        sch.transform_layout(*args)
-    assert sch.mod.script() == before_text
-    assert str(sch.trace) == before_trace
 
 
 # matmul ----------------------------------------------------------------------------------
@@ -113,7 +97,9 @@ def test_matmul_intermediate_output_and_accumulator_layouts() -> None:
     decomposed = Schedule(workload)
     block = decomposed.get_block("C")
     decomposed.decompose_reduction(block, decomposed.get_loops(block)[2])
-    assert_refused(decomposed, block, "C", "i, j -> j, i", match="same loop nest")
+    assert_refused(
+        decomposed, decomposed.transform_layout, block, "C", "i, j -> j, i", match="same loop nest"
+    )
 
 
 # conv2d NCHW -> NCHW[x]c -----------------------------------------------------------------
@@ -232,13 +218,20 @@ def test_illegal_maps_are_refused_and_change_nothing(
 ) -> None:
     sch = Schedule(chain(6, 4))
     sch.get_loops(sch.get_block("C"))
-    assert_refused(sch, sch.get_block("B"), buffer, index_map, match=match)
+    assert_refused(sch, sch.transform_layout, sch.get_block("B"), buffer, index_map, match=match)
 
 
 def test_a_map_given_as_an_object_is_refused() -> None:
     sch = Schedule(chain(2, 2))
     block = sch.get_block("B")
-    assert_refused(sch, block, "B", IndexMap.parse("i, j -> j, i"), match="an index map is text")
+    assert_refused(
+        sch,
+        sch.transform_layout,
+        block,
+        "B",
+        IndexMap.parse("i, j -> j, i"),
+        match="an index map is text",
+    )
 
 
 def test_an_output_not_proven_whole_is_refused() -> None:
@@ -248,7 +241,9 @@ def test_an_output_not_proven_whole_is_refused() -> None:
     sch = Schedule(workload)
     c = sch.get_block("C")
     sch.fuse(*sch.get_loops(c))
-    assert_refused(sch, c, "C", "i, j -> j, i", match="cannot prove it writes all of C")
+    assert_refused(
+        sch, sch.transform_layout, c, "C", "i, j -> j, i", match="cannot prove it writes all of C"
+    )
 
 
 def test_the_map_prints_as_it_parses() -> None:
