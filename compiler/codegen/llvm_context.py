@@ -18,6 +18,7 @@ class ModuleContext:
         self._declarations: dict[str, str] = {}
         self._metadata: list[str] = []
         self._metadata_count = 0
+        self._group_lists: dict[tuple[str, ...], str] = {}
         self._symbols: set[str] = set()
 
     def declare(self, name: str, signature: str) -> str:
@@ -49,6 +50,22 @@ class ModuleContext:
             refs.append(prop_id)
         self._metadata.append(f"{loop_id} = distinct !{{{', '.join(refs)}}}")
         return loop_id
+
+    def access_group(self) -> str:
+        """A new access group: the memory accesses of one parallel loop."""
+        group = self._new_metadata_id()
+        self._metadata.append(f"{group} = distinct !{{}}")
+        return group
+
+    def access_group_list(self, groups: tuple[str, ...]) -> str:
+        """The ``llvm.access.group`` operand of an access inside every loop of ``groups``."""
+        if len(groups) == 1:
+            return groups[0]
+        listed = self._group_lists.get(groups)
+        if listed is None:
+            listed = self._group_lists[groups] = self._new_metadata_id()
+            self._metadata.append(f"{listed} = !{{{', '.join(groups)}}}")
+        return listed
 
     def _new_metadata_id(self) -> str:
         self._metadata_count += 1

@@ -67,6 +67,8 @@ class ExprEmitter:
         # unrolled loop repeats its index arithmetic in every copy (local value
         # numbering, so LLVM is not handed thousands of duplicates to remove).
         self._values: dict[str, str] = {}
+        # The access groups of the parallel-annotated loops around the current point.
+        self.access_groups: list[str] = []
 
     # instruction plumbing -----------------------------------------------------
 
@@ -367,7 +369,7 @@ class ExprEmitter:
         address = self.address(e.buffer, e.indices)
         ty = storage_type(e.buffer.dtype)
         align = self.alignment(e.buffer, e.indices)
-        loaded = self.assign(f"load {ty}, ptr {address}, align {align}")
+        loaded = self.assign(f"load {ty}, ptr {address}, align {align}{self.access_metadata()}")
         if e.buffer.dtype == "bool":
             return self.assign(f"icmp ne i8 {loaded}, 0")
         if e.dtype != e.buffer.dtype:
@@ -375,6 +377,12 @@ class ExprEmitter:
         if not E.is_int(e.dtype):
             return loaded
         return self.resize(loaded, ty, value_type(e.dtype, index), is_signed(e.dtype))
+
+    def access_metadata(self) -> str:
+        """What a load or store here carries: the access groups of its parallel loops."""
+        if not self.access_groups:
+            return ""
+        return f", !llvm.access.group {self.module.access_group_list(tuple(self.access_groups))}"
 
     def alignment(self, buffer: Buffer, indices: tuple[PrimExpr, ...]) -> int:
         """The alignment in bytes that an access may claim: the element size."""

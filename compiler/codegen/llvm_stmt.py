@@ -12,11 +12,13 @@ one contiguous chunk; a parallel loop inside another is emitted serial.
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 
 from compiler.arith.linear import stride
 from compiler.codegen.llvm_context import ModuleContext
 from compiler.codegen.llvm_expr import ExprEmitter
 from compiler.codegen.llvm_types import INDEX_TYPE, CodegenError, byte_size, storage_type
+from compiler.codegen.loop_independence import iterations_disjoint
 from compiler.ir import expr as E
 from compiler.ir.analysis import free_vars
 from compiler.ir.buffer import Buffer
@@ -78,7 +80,7 @@ class FunctionEmitter(ExprEmitter):
         address = self.address(s.buffer, s.indices)
         ty = storage_type(s.buffer.dtype)
         align = self.alignment(s.buffer, s.indices)
-        self.emit(f"store {ty} {value}, ptr {address}, align {align}")
+        self.emit(f"store {ty} {value}, ptr {address}, align {align}{self.access_metadata()}")
 
     def _if(self, s: IfThenElse) -> None:
         cond = self.condition(s.condition)
@@ -115,7 +117,25 @@ class FunctionEmitter(ExprEmitter):
                 del self.vars[id(loop.loop_var)]
                 return
         low, high = self._bounds(loop)
-        self.loop(loop.loop_var, low, high, loop.body, self._loop_metadata(loop))
+        self._loop_with(loop, low, high, self._loop_properties(loop))
+
+    def _loop_with(self, loop: For, low: str, high: str, properties: list[str]) -> None:
+        """``loop`` over ``[low, high)`` with the ``llvm.loop`` ``properties``, and
+        ``llvm.loop.parallel_accesses`` where its iterations touch disjoint memory
+        (``loop_independence``): its loads and stores then join its access group."""
+        parallel = iterations_disjoint(loop, self._memory_of)
+        if parallel:
+            group = self.module.access_group()
+            properties = [*properties, f'!"llvm.loop.parallel_accesses", {group}']
+            self.access_groups.append(group)
+        metadata = self.module.loop_metadata(properties) if properties else ""
+        self.loop(loop.loop_var, low, high, loop.body, metadata)
+        if parallel:
+            self.access_groups.pop()
+
+    def _memory_of(self, buffer: Buffer) -> Hashable:
+        """The memory ``buffer`` is: its pointer when it has one here."""
+        return self.buffers.get(id(buffer)) or ("allocated in the loop", id(buffer))
 
     def _bounds(self, loop: For) -> tuple[str, str]:
         low = self.typed(loop.min, "int64", index=True)
@@ -124,14 +144,13 @@ class FunctionEmitter(ExprEmitter):
             return low, extent
         return low, self.assign(f"add nsw {INDEX_TYPE} {low}, {extent}")
 
-    def _loop_metadata(self, loop: For) -> str:
+    def _loop_properties(self, loop: For) -> list[str]:
         if loop.kind is ForKind.VECTORIZED:
-            return self.module.loop_metadata(['!"llvm.loop.vectorize.enable", i1 true'])
+            return ['!"llvm.loop.vectorize.enable", i1 true']
         if loop.kind is ForKind.UNROLLED:
             constant = _const(loop.extent) is not None
-            hint = '!"llvm.loop.unroll.full"' if constant else '!"llvm.loop.unroll.enable"'
-            return self.module.loop_metadata([hint])
-        return _around_vector_loop(self.module, loop)
+            return ['!"llvm.loop.unroll.full"' if constant else '!"llvm.loop.unroll.enable"']
+        return _around_vector_loop(loop)
 
     def loop(self, var: Var, low: str, high: str, body: Stmt, metadata: str = "") -> None:
         """``for var in [low, high)`` with ``var`` as an i64 induction variable."""
@@ -205,9 +224,7 @@ class FunctionEmitter(ExprEmitter):
             body.vars[id(var)] = f"%var{k}"
             params.append(f"i64 %var{k}")
         params += ["i64 %begin", "i64 %end"]
-        body.loop(
-            loop.loop_var, "%begin", "%end", loop.body, _around_vector_loop(self.module, loop)
-        )
+        body._loop_with(loop, "%begin", "%end", _around_vector_loop(loop))
         self.module.functions.append(body.finish(f"internal void @{name}({', '.join(params)})"))
         return name
 
@@ -293,8 +310,8 @@ class FunctionEmitter(ExprEmitter):
         del self.buffers[id(buffer)]
 
 
-def _around_vector_loop(module: ModuleContext, loop: For) -> str:
-    """The metadata that keeps LLVM from vectorizing ``loop`` when a loop inside it is
+def _around_vector_loop(loop: For) -> list[str]:
+    """The property that keeps LLVM from vectorizing ``loop`` when a loop inside it is
     vectorized and streams (each access moves by 0 or 1 element a step): the schedule
     chose that loop. A vector loop of one vector or less (a blocked layout's channel
     block) is unrolled whole by LLVM first, and its vectorizer then took the loop
@@ -309,8 +326,8 @@ def _around_vector_loop(module: ModuleContext, loop: For) -> str:
 
     visit(loop.body, collect)
     if not any(_streams(vector_loop) for vector_loop in inner):
-        return ""
-    return module.loop_metadata(['!"llvm.loop.vectorize.enable", i1 false'])
+        return []
+    return ['!"llvm.loop.vectorize.enable", i1 false']
 
 
 def _streams(loop: For) -> bool:
