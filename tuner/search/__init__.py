@@ -15,11 +15,11 @@ from __future__ import annotations
 from typing import Any
 
 from tuner.search.base import (
-    Measurement,
     MeasureResult,
     Observation,
     SearchError,
     SearchStrategy,
+    Timing,
 )
 from tuner.search.evolutionary import EvolutionarySearch
 from tuner.search.genetic import GeneticSearch
@@ -65,13 +65,13 @@ __all__ = [
     "GeneticSearch",
     "GridSearch",
     "MeasureResult",
-    "Measurement",
     "ModelBasedSearch",
     "ModelGuidedSearch",
     "Observation",
     "RandomSearch",
     "SearchError",
     "SearchStrategy",
+    "Timing",
     "create",
     "kind_for",
     "transfer_records",

@@ -49,7 +49,7 @@ class SearchError(ValueError):
     do not match the candidates, a space without a capability it needs)."""
 
 
-class Measurement(Protocol):
+class Timing(Protocol):
     """What a strategy needs of a measurement: seconds per call, None when it failed.
     ``workers.RunResult`` is one; so is ``MeasureResult``."""
 
@@ -166,7 +166,7 @@ class SearchStrategy(abc.ABC):
         return batch or None
 
     def notify_runner_results(
-        self, candidates: Sequence[TraceCandidate], results: Sequence[Measurement]
+        self, candidates: Sequence[TraceCandidate], results: Sequence[Timing]
     ) -> None:
         """Tell the strategy how the candidates of an earlier batch ran."""
         _check_one_each(candidates, results)
@@ -189,7 +189,7 @@ class SearchStrategy(abc.ABC):
         return [o.candidate for o in self._worth_confirming() if o.candidate is not None]
 
     def notify_confirmations(
-        self, candidates: Sequence[TraceCandidate], results: Sequence[Measurement]
+        self, candidates: Sequence[TraceCandidate], results: Sequence[Timing]
     ) -> None:
         """Tell the strategy how its confirmation candidates ran the second time."""
         _check_one_each(candidates, results)
@@ -321,7 +321,7 @@ class SearchStrategy(abc.ABC):
         return self.early_stopping is not None and self._since_best >= self.early_stopping
 
 
-def _check_one_each(candidates: Sequence[TraceCandidate], results: Sequence[Measurement]) -> None:
+def _check_one_each(candidates: Sequence[TraceCandidate], results: Sequence[Timing]) -> None:
     if len(candidates) != len(results):
         raise SearchError(
             f"got {len(results)} results for {len(candidates)} candidates; give one each"
