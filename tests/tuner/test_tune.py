@@ -16,6 +16,7 @@ from compiler.errors import ErrorKind
 from compiler.schedule.default import schedule_by_default
 from db import Measurement, Purpose, SQLDatabase
 from tuner import space as spaces
+from tuner import tune as tune_module
 from tuner.progress import Progress
 from tuner.task import TuneTask
 from tuner.tune import CUTOFF_FACTOR, SCOUTS, TuneOptions, TuneResult, format_table, tune
@@ -259,3 +260,24 @@ def test_a_result_reports_no_gflops_without_a_retiming(task):
     result = TuneResult(task, "matmul.x86", 1, 0, 0, 0, "interrupted", 1.0)
     assert result.best_gflops is None and result.trials_per_second == 0.0
     assert "no successful schedule" in format_table(result)
+
+
+def test_a_tasks_default_candidate_is_scheduled_once_per_target(monkeypatch) -> None:
+    """A model's tuning asks for each task's default candidate every round; the default
+    schedule is made once per workload and target, and is the one a build makes."""
+    scheduled: list[str] = []
+
+    def counted(func, target="llvm"):
+        scheduled.append(str(target))
+        return schedule_by_default(func, target=target)
+
+    monkeypatch.setattr(tune_module, "schedule_by_default", counted)
+    spec = {"op": "matmul", "args": {"m": 40, "n": 24, "k": 16}}
+    task = TuneTask.from_spec(spec, "llvm -mcpu=znver4")
+    first = tune_module.default_candidate(task)
+    again = tune_module.default_candidate(TuneTask.from_spec(spec, "llvm -mcpu=znver4"))
+    other = tune_module.default_candidate(TuneTask.from_spec(spec, "llvm -mcpu=haswell"))
+    assert first is not None and again is first and other is not None
+    assert len(scheduled) == 2 and "znver4" in scheduled[0] and "haswell" in scheduled[1]
+    fresh = schedule_by_default(task.func, target=task.target).trace
+    assert first.trace_hash == fresh.structural_hash
