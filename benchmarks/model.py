@@ -5,6 +5,7 @@ MobileNetV2, with the default schedules and tuned under one trial budget, in one
     python benchmarks/model.py --trials 0               # default schedules only
     python benchmarks/model.py --models bert --trials 32 --json   # last line: one JSON object
     python benchmarks/model.py --small --trials 8       # shrunken models, seconds
+    python benchmarks/model.py --models resnet18 --trials 400 --database r18.db  # keep records
 
 Per model (built by ``model_zoo.py`` with fixed random weights) it prints
 onnxruntime's latency (all cores, the median of ORT_RUNS runs after a warm-up), ours
@@ -15,7 +16,9 @@ with a budget, it tunes the model's tasks (``tuner.model_tune``) with the local
 workers into a temporary SQLite database, printing each round on stderr, and times
 and checks the model built from that database the same way. The task table gives each task's kind,
 weight, MFLOP (all its occurrences), the trials it got, its best time, and its GFLOP/s
-against the machine's nominal FMA peak (``fma_peak_gflops``). A 3x3 convolution is a
+against the machine's nominal FMA peak (``fma_peak_gflops``), and the time a call of
+its kernel takes inside the model (tuned, or default without a budget): where that
+exceeds the best time, the task's measurements flatter it. A 3x3 convolution is a
 task per algorithm (direct, ``[winograd2]``, ``[winograd4]``); the model runs the
 fastest. Speeds are
 onnxruntime's latency over ours: above 1 where ours is faster. Nothing else should
@@ -114,7 +117,17 @@ def ours(
         "steps": len(profile),
         "launch_us_per_step": max(seconds - in_kernels, 0.0) / max(len(profile), 1) * 1e6,
         "time_by_kind": time_by_kind(profile),
+        "ms_by_workload": ms_by_workload(profile),
     }
+
+
+def ms_by_workload(profile: list[tuple[Any, float]]) -> dict[str, float]:
+    """Each workload's milliseconds per call inside the model (the mean over the steps
+    that call it), to set beside the time its task's records claim."""
+    calls: dict[str, list[float]] = {}
+    for step, seconds in profile:
+        calls.setdefault(step.key, []).append(seconds * 1e3)
+    return {key: statistics.fmean(ms) for key, ms in calls.items()}
 
 
 def time_by_kind(profile: list[tuple[Any, float]]) -> list[dict[str, Any]]:
@@ -140,9 +153,10 @@ def tuned(
     trials: int,
     check: Callable[[GraphModule], dict[str, Any]],
     conv_block: int | None,
+    database_path: str | None,
 ) -> tuple[ModelTuneResult, dict[str, Any]]:
-    """The tasks tuned with ``trials`` into a temporary database, and ``check`` of the
-    model built from it."""
+    """The tasks tuned with ``trials`` into the SQLite file ``database_path`` (a
+    temporary one where None), and ``check`` of the model built from it."""
     options = ModelTuneOptions(trials=trials)
     size = options.round_size(len(tuned_tasks(tasks)))
     print(f"  tuning: {trials} trials, {size} a round", flush=True)
@@ -156,7 +170,7 @@ def tuned(
         )
 
     with tempfile.TemporaryDirectory() as folder:
-        url = f"sqlite:///{os.path.join(folder, 'tune.db')}"
+        url = f"sqlite:///{database_path or os.path.join(folder, 'tune.db')}"
         with db.create(url) as database, workers.create("local") as backend:
             result = tune_model(
                 tasks,
@@ -185,10 +199,14 @@ def fma_peak_gflops() -> float | None:
     return target.threads * 2 * (target.vector_bits // 32) * 2 * mhz / 1e3
 
 
-def task_rows(tasks: list[ModelTask], result: ModelTuneResult | None) -> list[dict[str, Any]]:
+def task_rows(
+    tasks: list[ModelTask], result: ModelTuneResult | None, in_model: dict[str, float]
+) -> list[dict[str, Any]]:
     """Each task's weight, MFLOP, trials and best time, with its GFLOP/s against the
     FMA peak (a Winograd task counts the direct convolution's FLOPs, so it can pass
-    the peak: it does fewer multiplications)."""
+    the peak: it does fewer multiplications), and its kernel's time per call inside
+    the model (``in_model``, by workload key; none for an algorithm the model does not
+    run)."""
     states = {} if result is None else {p.task.task.workload_key: p.state for p in result.tasks}
     total = 0 if result is None else result.trials
     peak = fma_peak_gflops()
@@ -210,12 +228,15 @@ def task_rows(tasks: list[ModelTask], result: ModelTuneResult | None) -> list[di
                 "gflops": gflops,
                 "of_fma_peak": None if gflops is None or not peak else gflops / peak,
                 "stopped": None if state is None else state.stopped,
+                "in_model_ms": in_model.get(task.task.workload_key),
             }
         )
     return rows
 
 
-def bench(name: str, size: Size, trials: int, conv_block: int | None) -> dict[str, Any]:
+def bench(
+    name: str, size: Size, trials: int, conv_block: int | None, database: str | None
+) -> dict[str, Any]:
     model = MODELS[name](np.random.default_rng(0), size)
     graph = import_onnx(model)
     inputs = {
@@ -238,14 +259,16 @@ def bench(name: str, size: Size, trials: int, conv_block: int | None) -> dict[st
         return measured
 
     row["default"] = check(GraphModule(graph, conv_block=conv_block))
+    in_model = row["default"].pop("ms_by_workload")
     print_ours("default", row["default"])
     result = None
     if trials > 0:
-        result, row["tuned"] = tuned(name, graph, tasks, trials, check, conv_block)
+        result, row["tuned"] = tuned(name, graph, tasks, trials, check, conv_block, database)
+        in_model = row["tuned"].pop("ms_by_workload")
         row |= tuning_fields(result)
         print_ours("tuned", row["tuned"])
         print_tuning(row)
-    row["tasks"] = task_rows(tasks, result)
+    row["tasks"] = task_rows(tasks, result, in_model)
     print_tasks(row["tasks"])
     return row
 
@@ -294,7 +317,7 @@ def print_tasks(rows: list[dict[str, Any]]) -> None:
     width = max((len(row["kind"]) for row in rows), default=4)
     print(
         f"  {'task':{width}} {'output':18} {'weight':>6} {'MFLOP':>9} {'trials':>6} "
-        f"{'share':>6} {'best ms':>9} {'GFLOP/s':>8} {'of peak':>7}"
+        f"{'share':>6} {'best ms':>9} {'GFLOP/s':>8} {'of peak':>7} {'in model':>9}"
     )
     for row in rows:
         if not row["worth_tuning"]:
@@ -304,9 +327,10 @@ def print_tasks(rows: list[dict[str, Any]]) -> None:
         best = "-" if row["best_ms"] is None else f"{row['best_ms']:.4g}"
         gflops = "-" if row["gflops"] is None else f"{row['gflops']:.1f}"
         of_peak = "-" if row["of_fma_peak"] is None else f"{row['of_fma_peak']:.0%}"
+        in_model = "-" if row["in_model_ms"] is None else f"{row['in_model_ms']:.4g}"
         print(
             f"  {row['kind']:{width}} {row['output']:18} {row['weight']:>6} {row['mflop']:>9.2f} "
-            f"{trials:>6} {share:>6} {best:>9} {gflops:>8} {of_peak:>7}"
+            f"{trials:>6} {share:>6} {best:>9} {gflops:>8} {of_peak:>7} {in_model:>9}"
         )
     rest = [row for row in rows if not row["worth_tuning"]]
     mflop = sum(row["mflop"] for row in rest)
@@ -314,6 +338,15 @@ def print_tasks(rows: list[dict[str, Any]]) -> None:
     for row in rows:
         if row["stopped"]:
             print(f"  stopped early: {row['kind']} after {row['trials']} trials: {row['stopped']}")
+
+
+def database_path(given: str | None, name: str, names: list[str]) -> str | None:
+    """``--database``'s file for model ``name``: the path itself for one model, the path
+    with the name before its suffix (``tune.resnet18.db``) for several."""
+    if given is None or len(names) == 1:
+        return given
+    stem, suffix = os.path.splitext(given)
+    return f"{stem}.{name}{suffix}"
 
 
 def significant(value: Any) -> Any:
@@ -341,6 +374,12 @@ def main() -> None:
         help="run each convolution in NCHW[b]c, b the widest of N and its halves (down to "
         "4) that its channels split into (default N: 16; 0: NCHW)",
     )
+    parser.add_argument(
+        "--database",
+        metavar="PATH",
+        help="tune into this SQLite file and keep it (default: a temporary one); with "
+        "several models, each gets PATH with its name before the suffix",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
     args = parser.parse_args()
     names = [n for n in args.models.split(",") if n]
@@ -357,7 +396,12 @@ def main() -> None:
     size = SMALL if args.small else FULL
     if args.conv_block is not None and args.conv_block < 0:
         parser.error("--conv-block must be 0 (NCHW) or a block size")
-    report = {name: bench(name, size, args.trials, args.conv_block) for name in names}
+    report = {
+        name: bench(
+            name, size, args.trials, args.conv_block, database_path(args.database, name, names)
+        )
+        for name in names
+    }
     if args.json:
         document = {
             "cpu": cpu,
