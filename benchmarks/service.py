@@ -103,7 +103,7 @@ def free_port() -> int:
 
 
 def start_server(url: str, port: int, log: Path) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-m", "tuner.cli", "serve", "--url", url, "--port", str(port)]
+    command = [sys.executable, "-m", "tuner.cli.main", "serve", "--url", url, "--port", str(port)]
     server = subprocess.Popen(command, stdout=log.open("wb"), stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:

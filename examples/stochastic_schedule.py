@@ -21,7 +21,7 @@ import tuner
 from compiler import te
 from compiler.schedule import Schedule, Trace
 from compiler.schedule.tuned import apply_best
-from tuner.tune import format_table
+from tuner.cli.tables import format_table
 
 M = N = K = 128
 

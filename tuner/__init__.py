@@ -1,8 +1,10 @@
 """The search coordinator: spaces, search strategies, the cost model and the tuning
 loop. ``tuner.tune_tir(func, space=f, trials=...)`` tunes one workload from Python.
+The ``tensortune`` command line is the package ``tuner.cli``; no other module of
+``tuner`` imports it.
 
 ``tune_tir`` is imported on first use: importing LLVM, XGBoost and SQLAlchemy takes a
-second or more, which ``tensortune`` (``tuner.cli``) defers until its ``main`` runs.
+second or more, which ``tensortune`` (``tuner.cli.main``) defers until its ``main`` runs.
 """
 
 from __future__ import annotations

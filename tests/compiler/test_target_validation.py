@@ -101,7 +101,7 @@ def test_every_cpu_llvm_lists_is_refused_or_builds() -> None:
 
 def tensortune(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tuner.cli", *argv],
+        [sys.executable, "-m", "tuner.cli.main", *argv],
         capture_output=True,
         text=True,
         cwd=REPO,

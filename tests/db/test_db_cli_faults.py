@@ -26,7 +26,7 @@ TUNE = ["tune", "matmul", "--shape", "8", "8", "8", "--trials", "2", "--batch-si
 def tensortune(*argv: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
-        [sys.executable, "-m", "tuner.cli", *argv],
+        [sys.executable, "-m", "tuner.cli.main", *argv],
         capture_output=True,
         text=True,
         timeout=300,

@@ -24,7 +24,7 @@ from db import ConnectError, Measurement, Purpose, SchemaError, SQLDatabase, mig
 from db.compiler_border import trace_hash
 from db.engine import default_sqlite_path, default_url, open_engine
 from db.models import Base
-from tuner.cli import main
+from tuner.cli.main import main
 
 CREATED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 RETIMED = datetime(2026, 1, 2, 4, 0, 0, tzinfo=UTC)
@@ -245,7 +245,7 @@ def test_the_command_line_exports_imports_merges_and_prunes(tmp_path, capsys):
 def test_the_command_runs_as_a_program(tmp_path):
     url = f"sqlite:///{tmp_path}/c.db"
     done = subprocess.run(
-        [sys.executable, "-m", "tuner.cli", "db", "upgrade", "--url", url],
+        [sys.executable, "-m", "tuner.cli.main", "db", "upgrade", "--url", url],
         capture_output=True,
         text=True,
         timeout=120,

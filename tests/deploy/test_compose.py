@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tuner.commands import build_parser
+from tuner.cli.commands import build_parser
 from workers.hosts import host_resource
 
 ROOT = Path(__file__).resolve().parents[2]

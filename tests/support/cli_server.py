@@ -2,7 +2,7 @@
 
 A fuzz test runs hundreds of command lines; starting Python and importing the
 compiler, the tuner and the database for each would take most of the test's time.
-The child imports them once and runs each command line through ``tuner.cli.main``,
+The child imports them once and runs each command line through ``tuner.cli.main.main``,
 so a command that kills its process (a signal) or hangs still ends only the child:
 the test sees it, names the command line and starts a new child.
 
@@ -106,7 +106,7 @@ class CliServer:
 
 def _serve(reply_fd: int) -> None:
     os.set_inheritable(reply_fd, False)
-    from tuner.cli import main
+    from tuner.cli.main import main
 
     for line in sys.stdin:
         argv = json.loads(line)

@@ -36,7 +36,7 @@ SECRETS = Path("/run/secrets")
 # ${NAME}, ${NAME:-default} and ${NAME-default}, as compose interpolates them.
 VARIABLE = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?-)(?P<default>[^}]*))?\}")
 PROGRAMS = {
-    "tensortune": [sys.executable, "-m", "tuner.cli"],
+    "tensortune": [sys.executable, "-m", "tuner.cli.main"],
     "ray": [sys.executable, "-m", "ray.scripts.scripts"],
 }
 # The user and database the compose file gives the postgres service.

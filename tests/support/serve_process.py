@@ -17,7 +17,7 @@ def serve_process(db_url: str, *arguments: str) -> Iterator[tuple[subprocess.Pop
     """The running server and its base URL; it gets SIGTERM when the block ends (a test
     may send it first) and is killed if it has not ended a minute later."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    command = [sys.executable, "-m", "tuner.cli", "serve", "--url", db_url, "--port", "0"]
+    command = [sys.executable, "-m", "tuner.cli.main", "serve", "--url", db_url, "--port", "0"]
     running = subprocess.Popen([*command, *arguments], env=env, stdout=subprocess.PIPE, text=True)
     try:
         assert running.stdout is not None

@@ -17,8 +17,8 @@ import db
 from compiler.runtime import cuda_driver
 from compiler.schedule import Schedule, Trace
 from compiler.workload.spec import workload_from_spec
-from tuner.cli import main
-from tuner.commands import DESCRIPTION, build_parser
+from tuner.cli.commands import DESCRIPTION, build_parser
+from tuner.cli.main import main
 
 SHAPE = ["24", "40", "32"]
 

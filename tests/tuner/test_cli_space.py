@@ -19,7 +19,7 @@ import compiler
 from compiler.schedule.tuned import apply_best
 from compiler.workload.spec import workload_from_spec
 from db import SQLDatabase
-from tuner.cli import main
+from tuner.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 SUPPORT = ROOT / "tests" / "support"
@@ -30,7 +30,7 @@ SHAPE = ["matmul", "--shape", str(M), str(N), str(K)]
 def tensortune(folder: Path, *argv: str) -> subprocess.CompletedProcess:
     """The real program, run in ``folder`` (where a user keeps their schedules)."""
     return subprocess.run(
-        [sys.executable, "-m", "tuner.cli", *argv],
+        [sys.executable, "-m", "tuner.cli.main", *argv],
         capture_output=True,
         text=True,
         timeout=300,

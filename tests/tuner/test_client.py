@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from db import Role
-from tuner import cli
+from tuner.cli.main import main
 from tuner.client import Client, ServiceError
 from tuner.service.coordinator import Coordinator
 
@@ -48,35 +48,35 @@ def test_the_command_line_submits_lists_watches_and_cancels(
 ) -> None:
     monkeypatch.setenv("TENSORTUNE_SERVER", server)
     monkeypatch.setenv("TENSORTUNE_TOKEN", admin)
-    assert cli.main(["submit", "relu", "--shape", "12", "10", "--trials", "2"]) == 0
+    assert main(["submit", "relu", "--shape", "12", "10", "--trials", "2"]) == 0
     assert "job 1 queued" in capsys.readouterr().out
-    assert cli.main(["submit", "relu", "--shape", "8", "8", "--trials", "2"]) == 0
-    assert cli.main(["cancel", "2"]) == 0
+    assert main(["submit", "relu", "--shape", "8", "8", "--trials", "2"]) == 0
+    assert main(["cancel", "2"]) == 0
     assert "job 2: cancelled" in capsys.readouterr().out
     Coordinator(database, backend).run_next()
-    assert cli.main(["watch", "1"]) == 0
+    assert main(["watch", "1"]) == 0
     captured = capsys.readouterr()
     assert "job 1: done" in captured.out and "2/2 trials" in captured.err
-    assert cli.main(["jobs"]) == 0
+    assert main(["jobs"]) == 0
     listing = capsys.readouterr().out
     assert "done" in listing and "cancelled" in listing and "relu" in listing
-    assert cli.main(["jobs", "--limit", "1"]) == 0
+    assert main(["jobs", "--limit", "1"]) == 0
     assert capsys.readouterr().out.splitlines()[1:] == [
         f"{2:>6}  cancelled  {'0/2':>13}  {'-':>12}  relu",
         "more: --before 2",
     ]
-    assert cli.main(["best", "relu", "--shape", "12", "10"]) == 0
+    assert main(["best", "relu", "--shape", "12", "10"]) == 0
     printed = capsys.readouterr().out
     assert "sch.get_block" in printed and "GFLOP/s" in printed
     key = database.jobs(limit=1, before_id=2)[0].tasks[0].workload_key
-    assert cli.main(["best", key, "--json"]) == 0
+    assert main(["best", key, "--json"]) == 0
     assert '"instructions"' in capsys.readouterr().out
-    assert cli.main(["best", key[:12]]) == 2
+    assert main(["best", key[:12]]) == 2
     assert "whole key" in capsys.readouterr().err
 
 
 def test_the_command_line_names_what_is_missing(monkeypatch, capsys) -> None:
     monkeypatch.delenv("TENSORTUNE_SERVER", raising=False)
-    assert cli.main(["jobs"]) == 2
+    assert main(["jobs"]) == 2
     assert "TENSORTUNE_SERVER" in capsys.readouterr().err
-    assert cli.main(["jobs", "--server", "http://127.0.0.1:9"]) == 1
+    assert main(["jobs", "--server", "http://127.0.0.1:9"]) == 1

@@ -201,7 +201,7 @@ def test_a_bad_request_is_refused_whole_naming_the_field(database, request_, nam
 def test_the_coordinator_command_runs_the_queue_and_stops_on_ctrl_c(database) -> None:
     job = submit(database, JobRequest((RELU,), trials=2, tuner="random"))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    command = [sys.executable, "-m", "tuner.cli", "coordinator", "--url", str(database.url)]
+    command = [sys.executable, "-m", "tuner.cli.main", "coordinator", "--url", str(database.url)]
     running = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 300
@@ -219,7 +219,7 @@ def test_serve_alone_is_a_working_service(database, admin) -> None:
     """One command: the API, its coordinator and local workers; the URL it prints
     answers, says its workers are fine, and runs what is submitted to it."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    command = [sys.executable, "-m", "tuner.cli", "serve", "--url", str(database.url)]
+    command = [sys.executable, "-m", "tuner.cli.main", "serve", "--url", str(database.url)]
     running = subprocess.Popen(
         [*command, "--port", "0"], env=env, stdout=subprocess.PIPE, text=True
     )

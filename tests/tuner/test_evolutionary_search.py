@@ -23,7 +23,7 @@ from replay_measurements import (
 from compiler.schedule import ScheduleError
 from compiler.workload.spec import workload_from_spec
 from tuner import search
-from tuner.cli import main
+from tuner.cli.main import main
 from tuner.search import EvolutionarySearch, SearchError, evolutionary
 from tuner.space import Decisions, Space, TraceCandidate
 from tuner.space import create as create_space

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from service_server import serving
 
-from tuner.cli import main
+from tuner.cli.main import main
 from tuner.service import create_app
 
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from tuner.cli import main
-from tuner.log_format import logging_as
+from tuner.cli.log_format import logging_as
+from tuner.cli.main import main
 from tuner.service.jobs import JobRequest, submit
 
 RELU = {"op": "relu", "args": {"shape": [12, 10]}}
@@ -83,7 +83,7 @@ class JsonLines:
 
     def __init__(self, *argv: str) -> None:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-        command = [sys.executable, "-m", "tuner.cli", "--log-format", "json", *argv]
+        command = [sys.executable, "-m", "tuner.cli.main", "--log-format", "json", *argv]
         self.process = subprocess.Popen(
             command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )

@@ -120,7 +120,7 @@ def test_tune_model_and_run_from_the_command_line(rng, tmp_path) -> None:
     path.write_bytes(model.SerializeToString())
     inputs = random_inputs(import_onnx(model), rng)
     np.savez(tmp_path / "x.npz", **inputs)
-    cli = [sys.executable, "-m", "tuner.cli"]
+    cli = [sys.executable, "-m", "tuner.cli.main"]
     tuned = subprocess.run(
         [*cli, "tune-model", str(path), "--trials", "8", "--round", "4", "--db", url],
         capture_output=True,
@@ -167,7 +167,7 @@ def test_bad_model_arguments_are_one_line_errors(rng, tmp_path, words, said) -> 
     command, *flags = (word.format(model=path) for word in words)
     database = ["--db", "sqlite:///" + str(tmp_path / "t.db")]
     done = subprocess.run(
-        [sys.executable, "-m", "tuner.cli", command, str(path), *database, *flags],
+        [sys.executable, "-m", "tuner.cli.main", command, str(path), *database, *flags],
         capture_output=True,
         text=True,
         check=False,

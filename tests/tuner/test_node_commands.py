@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from tuner.commands import build_parser
-from tuner.node_commands import ray_start_argv
-from tuner.tune_commands import UsageError
+from tuner.cli.commands import build_parser
+from tuner.cli.errors import UsageError
+from tuner.cli.node_commands import ray_start_argv
 from workers.hosts import host_resource
 
 
@@ -54,7 +54,7 @@ def test_a_bad_target_is_refused_as_it_is_read(target: str, named: str, capsys) 
 
 def test_head_or_address_is_required() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "tuner.cli", "ray-node", "--target", "llvm"],
+        [sys.executable, "-m", "tuner.cli.main", "ray-node", "--target", "llvm"],
         capture_output=True,
         text=True,
         check=False,

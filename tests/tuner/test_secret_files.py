@@ -13,9 +13,9 @@ from pg_server import BACKENDS, fresh_url
 from sqlalchemy.engine import make_url
 
 from db import Role, SQLDatabase
-from tuner.cli import main
-from tuner.secret_files import with_password_file
-from tuner.tune_commands import UsageError
+from tuner.cli.errors import UsageError
+from tuner.cli.main import main
+from tuner.cli.secret_files import with_password_file
 
 SERVER_URL = "postgresql+psycopg://tensortune@db:5432/tuning"
 # Characters a URL must escape, and the newline `echo` leaves at the end of a file.

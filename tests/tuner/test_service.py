@@ -17,8 +17,8 @@ from service_server import serving
 from compiler.errors import ErrorKind
 from compiler.schedule.tuned import canonical_target
 from db import Job, JobStatus, Measurement, Role, WorkloadEntry
-from tuner import cli
-from tuner.commands import build_parser
+from tuner.cli.commands import build_parser
+from tuner.cli.main import main
 from tuner.service import create_app, metrics
 from tuner.service.access import TOKEN_FRESH_SECONDS
 from tuner.service.app import NO_WORKERS
@@ -358,15 +358,15 @@ def test_a_method_the_path_lacks_is_405_naming_those_it_has(client) -> None:
 def test_tokens_are_made_listed_and_revoked_from_the_command_line(database, capsys) -> None:
     url = str(database.url)
     made = ["token", "create", "--role", "submit", "--quota", "2", "--upload-limit-mib", "3"]
-    assert cli.main([*made, "--url", url]) == 0
+    assert main([*made, "--url", url]) == 0
     secret = capsys.readouterr().out.strip()
     token = database.token_for_secret(secret)
     assert token is not None
     assert (token.role, token.quota, token.upload_limit) == (Role.SUBMIT, 2, 3 << 20)
     assert all(secret not in str(t) for t in database.tokens())  # only a digest is kept
-    assert cli.main(["token", "list", "--url", url]) == 0
+    assert main(["token", "list", "--url", url]) == 0
     assert "submit" in capsys.readouterr().out
-    assert cli.main(["token", "revoke", str(token.id), "--url", url]) == 0
+    assert main(["token", "revoke", str(token.id), "--url", url]) == 0
     assert database.token_for_secret(secret) is None
 
 

@@ -169,7 +169,16 @@ def test_submit_model_from_the_command_line(server, admin, tmp_path, rng) -> Non
     path.write_bytes(mlp(rng).SerializeToString())
     service = ["--server", server, "--token", admin]
     done = subprocess.run(
-        [sys.executable, "-m", "tuner.cli", "submit-model", str(path), "--trials", "8", *service],
+        [
+            sys.executable,
+            "-m",
+            "tuner.cli.main",
+            "submit-model",
+            str(path),
+            "--trials",
+            "8",
+            *service,
+        ],
         capture_output=True,
         text=True,
         check=False,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from compiler.workload.spec import OPS, WorkloadError, normalize_spec, workload_from_spec
-from tuner.shape_args import shape_arguments
+from tuner.cli.shape_args import shape_arguments
 
 # Values for the required arguments that numbers do not fill.
 NAMED = {

@@ -17,9 +17,10 @@ from compiler.schedule.default import schedule_by_default
 from db import Measurement, Purpose, SQLDatabase
 from tuner import space as spaces
 from tuner import tune as tune_module
+from tuner.cli.tables import format_table
 from tuner.progress import Progress
 from tuner.task import TuneTask
-from tuner.tune import CUTOFF_FACTOR, SCOUTS, TuneOptions, TuneResult, format_table, tune
+from tuner.tune import CUTOFF_FACTOR, SCOUTS, TuneOptions, TuneResult, tune
 from workers import BuildResult, Candidate, Runner, RunResult, Workers
 
 SPEC = {"op": "matmul", "args": {"m": 40, "n": 56, "k": 24}}

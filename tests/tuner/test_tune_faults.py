@@ -39,7 +39,7 @@ def _env() -> dict[str, str]:
 
 def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tuner.cli", *argv],
+        [sys.executable, "-m", "tuner.cli.main", *argv],
         capture_output=True,
         text=True,
         env=_env(),
@@ -52,7 +52,7 @@ def _start(*argv: str) -> subprocess.Popen[str]:
     """The command line in a session (so a process group) of its own, as a shell runs
     a foreground job."""
     return subprocess.Popen(
-        [sys.executable, "-m", "tuner.cli", *argv],
+        [sys.executable, "-m", "tuner.cli.main", *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -164,13 +164,13 @@ def test_an_error_of_a_clean_up_cut_short_by_ctrl_c_ends_with_one_line() -> None
         "import sys\n"
         "class CtrlC:\n"
         "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name == 'tuner.commands':\n"
+        "        if name == 'tuner.cli.commands':\n"
         "            try:\n"
         "                raise KeyboardInterrupt\n"
         "            except KeyboardInterrupt:\n"
         "                raise AssertionError\n"
         "sys.meta_path.insert(0, CtrlC())\n"
-        "from tuner.cli import main\n"
+        "from tuner.cli.main import main\n"
         "sys.exit(main(['records']))\n"
     )
     done = subprocess.run(
@@ -187,10 +187,10 @@ def test_ctrl_c_while_the_commands_are_imported_ends_with_one_line() -> None:
         "import sys\n"
         "class CtrlC:\n"
         "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name == 'tuner.commands':\n"
+        "        if name == 'tuner.cli.commands':\n"
         "            raise KeyboardInterrupt\n"
         "sys.meta_path.insert(0, CtrlC())\n"
-        "from tuner.cli import main\n"
+        "from tuner.cli.main import main\n"
         "sys.exit(main(['records']))\n"
     )
     done = subprocess.run(
@@ -209,7 +209,7 @@ def test_a_library_logging_the_interrupt_it_was_in_prints_no_traceback(url) -> N
     takes back: logged with its traceback, to no handler. Other errors still print."""
     script = (
         "import logging, sys\n"
-        "from tuner.cli import main\n"
+        "from tuner.cli.main import main\n"
         "main(['records', '--db', sys.argv[1]])\n"
         "pool = logging.getLogger('sqlalchemy.pool.impl.QueuePool')\n"
         "for error in (KeyboardInterrupt, ValueError):\n"

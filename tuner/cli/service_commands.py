@@ -21,10 +21,10 @@ from fastapi import FastAPI
 import workers
 from db import Role, SQLDatabase
 from db.engine import shown
-from tuner.arguments import int_in_range
+from tuner.cli.arguments import int_in_range
+from tuner.cli.tune_commands import backend_of, worker_arguments
 from tuner.service import create_app
 from tuner.service.coordinator import Coordinator, CoordinatorError
-from tuner.tune_commands import backend_of, worker_arguments
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000

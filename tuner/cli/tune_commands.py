@@ -1,8 +1,8 @@
-"""The ``tensortune tune``, ``best`` and ``records`` commands (see ``tuner.cli``).
+"""The ``tensortune tune``, ``best`` and ``records`` commands (see ``tuner.cli.main``).
 
 A workload is named on the command line as an op with ``--shape`` (its sizes:
 matmul's M N K, conv2d's batch, channels, height, width, filters and kernel; or the
-tensor shape of softmax, relu, add ...: ``tuner.shape_args``) and
+tensor shape of softmax, relu, add ...: ``tuner.cli.shape_args``) and
 ``--arg NAME=VALUE`` for its other arguments, as ``--spec`` (a spec's JSON text or a
 file holding it), as a spec JSON file in place of the op, or, for ``best`` and
 ``records``, as a stored workload key. ``tune --space`` chooses the
@@ -27,11 +27,13 @@ from compiler.workload.spec import WorkloadError, known_ops
 from db import Database, Purpose, RecordError
 from db.record import status_of
 from tuner import search
-from tuner.arguments import add_target_argument, int_in_range
+from tuner.cli.arguments import add_target_argument, int_in_range
+from tuner.cli.errors import UsageError
+from tuner.cli.shape_args import shape_arguments
+from tuner.cli.tables import format_table, milliseconds
 from tuner.failures import one_line
 from tuner.progress import Progress
 from tuner.search import SearchError
-from tuner.shape_args import shape_arguments
 from tuner.space import Space, SpaceError
 from tuner.space_choice import choose_space
 from tuner.task import TuneTask
@@ -40,8 +42,6 @@ from tuner.tune import (
     TuneOptions,
     TuneOptionsError,
     check_search,
-    format_table,
-    milliseconds,
     tune,
 )
 from workers.ray_address import parse_address
@@ -52,10 +52,6 @@ MAX_RAY_CONNECT_TIMEOUT_S = 3600.0
 # A workload key, or the start of one: ``records`` prints the first 12 characters.
 KEY_PREFIX = re.compile(r"^[0-9a-f]{1,64}$")
 MIN_KEY_PREFIX = 8
-
-
-class UsageError(ValueError):
-    """The command line does not name a valid workload, target or option."""
 
 
 class Interrupted(KeyboardInterrupt):

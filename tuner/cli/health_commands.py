@@ -13,7 +13,7 @@ from typing import Any
 
 from db import DatabaseError, SQLDatabase
 from db.engine import shown
-from tuner.tune_commands import UsageError
+from tuner.cli.errors import UsageError
 
 DEFAULT_TIMEOUT_S = 5.0
 MAX_TIMEOUT_S = 300.0

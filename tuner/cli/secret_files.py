@@ -7,7 +7,7 @@ from __future__ import annotations
 from sqlalchemy import exc
 from sqlalchemy.engine import make_url
 
-from tuner.tune_commands import UsageError
+from tuner.cli.errors import UsageError
 
 
 def read_secret_file(path: str, named: str) -> str:

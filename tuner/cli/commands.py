@@ -1,8 +1,8 @@
 """The ``tensortune`` commands: the argument parser, the ``db`` subcommands, and the
 one table that turns a named error into a message and an exit code (the ``tune``,
-``best`` and ``records`` commands are in ``tuner.tune_commands``, ``serve`` and
-``token`` in ``tuner.service_commands``, the service's clients ``submit``, ``jobs``,
-``watch`` and ``cancel`` in ``tuner.client_commands``)."""
+``best`` and ``records`` commands are in ``tuner.cli.tune_commands``, ``serve`` and
+``token`` in ``tuner.cli.service_commands``, the service's clients ``submit``,
+``jobs``, ``watch`` and ``cancel`` in ``tuner.cli.client_commands``)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from compiler.runtime.cuda_driver import CudaError
 from db import DatabaseError, ImportSummary, RecordError, Role, SQLDatabase, default_url, migrate
 from db.engine import in_memory, open_engine, shown
 from db.tokens import check_secret
-from tuner import (
+from tuner.cli import (
     client_commands,
     health_commands,
     model_commands,
@@ -28,13 +28,13 @@ from tuner import (
     service_commands,
     tune_commands,
 )
-from tuner.arguments import int_in_range
+from tuner.cli.arguments import int_in_range
+from tuner.cli.errors import UsageError
+from tuner.cli.health_commands import HealthError
+from tuner.cli.log_format import LOG_FORMATS, logging_as
+from tuner.cli.secret_files import read_secret_file, with_password_file
 from tuner.client import ServiceError
-from tuner.health_commands import HealthError
-from tuner.log_format import LOG_FORMATS, logging_as
-from tuner.secret_files import read_secret_file, with_password_file
 from tuner.service.coordinator import CoordinatorError
-from tuner.tune_commands import UsageError
 from workers import WorkersError
 
 PASSWORD_FILE_VARIABLE = "TENSORTUNE_DB_PASSWORD_FILE"
@@ -48,7 +48,7 @@ ADMIN_TOKEN_NAME = "admin"
 
 DESCRIPTION = "Find fast schedules for tensor programs and ONNX models, and build with them."
 # What each named error exits with, the first that matches; anything else is a bug and
-# keeps its traceback. tuner.cli's docstring and EPILOG say what each code means.
+# keeps its traceback. tuner.cli.main's docstring and EPILOG say what each code means.
 EXIT_CODES: tuple[tuple[type[Exception], int], ...] = (
     (UsageError, 2),
     (TargetError, 2),
@@ -70,7 +70,7 @@ EPILOG = (
 
 
 def run(argv: Sequence[str] | None = None) -> int:
-    """Run one command line; returns its exit code (see ``tuner.cli``)."""
+    """Run one command line; returns its exit code (see ``tuner.cli.main``)."""
     args = build_parser().parse_args(argv)
     logs = logging_as(args.log_format) if args.command in LOGGING_COMMANDS else nullcontext()
     try:

@@ -19,8 +19,8 @@ import os
 import sys
 from typing import Any
 
-from tuner.arguments import TARGET_FORMS, int_in_range, known_target
-from tuner.tune_commands import UsageError
+from tuner.cli.arguments import TARGET_FORMS, int_in_range, known_target
+from tuner.cli.errors import UsageError
 from workers import WorkersError
 from workers.hosts import host_resource
 from workers.ray_address import parse_address

@@ -12,18 +12,18 @@ import os
 from typing import Any
 
 from tuner import scheduler
-from tuner.arguments import int_in_range
-from tuner.client import Client
-from tuner.model_commands import model_arguments, shapes_of
-from tuner.progress import Progress
-from tuner.tune_commands import (
-    UsageError,
+from tuner.cli.arguments import int_in_range
+from tuner.cli.errors import UsageError
+from tuner.cli.model_commands import model_arguments, shapes_of
+from tuner.cli.tune_commands import (
     describe_best,
     names_a_key,
     run_best,
     spec_from_arguments,
     workload_arguments,
 )
+from tuner.client import Client
+from tuner.progress import Progress
 
 SERVER_VARIABLE = "TENSORTUNE_SERVER"
 TOKEN_VARIABLE = "TENSORTUNE_TOKEN"

@@ -23,7 +23,7 @@ file; a server URL without a password gets the content of the file
 ``$TENSORTUNE_DB_PASSWORD_FILE`` names (a Docker secret) as its password.
 ``--log-format`` defaults to ``$TENSORTUNE_LOG_FORMAT``, else ``text``. The
 environment is read here, once, and nowhere deeper. ``main`` is the one place a named
-error becomes a message of one line and an exit code (``tuner.commands.EXIT_CODES``):
+error becomes a message of one line and an exit code (``tuner.cli.commands.EXIT_CODES``):
 
     0    done
     1    a failure: the database, the workers, the service, a GPU, a file; a failed
@@ -34,7 +34,7 @@ error becomes a message of one line and an exit code (``tuner.commands.EXIT_CODE
          (``pip install 'tensortune[cuda]'``)
     130  Ctrl-C
 
-The commands (``tuner.commands``) are imported inside ``main``: importing LLVM,
+The commands (``tuner.cli.commands``) are imported inside ``main``: importing LLVM,
 XGBoost and SQLAlchemy takes a second or more, and a Ctrl-C meanwhile ends with one
 line too, not with a traceback from the import machinery. A Ctrl-C that lands while
 a library logs what it was doing (SQLAlchemy, returning a connection to its pool,
@@ -54,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if logging.lastResort is not None:
         logging.lastResort.addFilter(_not_an_interrupt)
     try:
-        from tuner.commands import run
+        from tuner.cli.commands import run
 
         return run(argv)
     except KeyboardInterrupt as err:

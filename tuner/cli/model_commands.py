@@ -21,10 +21,11 @@ import db
 import workers
 from compiler.graph import Graph, GraphError, GraphModule, import_onnx
 from tuner import scheduler
-from tuner.arguments import add_target_argument, int_in_range
+from tuner.cli.arguments import add_target_argument, int_in_range
+from tuner.cli.errors import UsageError
+from tuner.cli.tune_commands import backend_of, worker_arguments
 from tuner.model_tasks import ModelTask, extract_tasks, parse_input_shapes
 from tuner.model_tune import ModelTuneOptions, ModelTuneResult, tune_model
-from tuner.tune_commands import UsageError, backend_of, worker_arguments
 
 # Calls of the model timed by ``run``, after one call that warms it up.
 RUNS = 10

@@ -1,0 +1,7 @@
+"""``python -m tuner.cli``: the ``tensortune`` command, where no script is installed."""
+
+import sys
+
+from tuner.cli.main import main
+
+sys.exit(main())
