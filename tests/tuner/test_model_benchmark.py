@@ -36,11 +36,15 @@ def test_the_model_benchmark_runs_small_and_prints_json_last() -> None:
         assert row["onnxruntime_ms"] > 0
         for built in (row["default"], row["tuned"]):
             assert built["matches_onnxruntime"] and built["max_abs_error"] < 1e-3
-            assert built["ms"] > 0 and built["vs_onnxruntime"] > 0
+            assert built["ms"] > 0 and built["onnxruntime_ms"] > 0
+            assert built["vs_onnxruntime"] == pytest.approx(
+                built["onnxruntime_ms"] / built["ms"], rel=1e-2
+            )
             assert built["steps"] == sum(kind["steps"] for kind in built["time_by_kind"])
             assert built["launch_us_per_step"] >= 0
         assert row["tune_trials"] == 2 and row["tune_rounds"] == 2
         tuned = [task for task in row["tasks"] if task["worth_tuning"]]
         assert sum(task["trials"] for task in tuned) == 2
         assert all(task["trials"] is None for task in row["tasks"] if not task["worth_tuning"])
+        assert any(task["in_model_ms"] for task in row["tasks"])  # the kernels the model runs
         assert f"{name} round 2: 2/2 trials" in result.stderr
