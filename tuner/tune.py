@@ -218,7 +218,7 @@ def tune(
     transferred = similar = 0
     if remaining > 0:
         loop.restored = restored
-        loop.known = {r.trace_hash: MeasureResult(r.seconds, r.error) for r in stored}
+        loop.known = {r.trace_hash: MeasureResult(r.seconds, r.error, r.error_kind) for r in stored}
         loop.best_seconds = min((r.seconds for r in stored if r.seconds), default=None)
         if baseline is not None:
             loop.measure([baseline])
@@ -418,7 +418,7 @@ class _Loop:
         """Measure traces not met before and commit their records in one transaction."""
         runs = self._run(traces)
         for trace, run in zip(traces, runs, strict=True):
-            self.known[trace.trace_hash] = MeasureResult(run.seconds, run.error)
+            self.known[trace.trace_hash] = MeasureResult(run.seconds, run.error, run.error_kind)
         self._count(runs)
 
     def _count(self, runs: Sequence[RunResult]) -> None:

@@ -34,6 +34,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import ClassVar, Protocol
 
+from compiler.errors import ErrorKind
 from compiler.schedule import ScheduleError, Trace
 from tuner.space.base import Decisions, EnumerableSpace, Space, TraceCandidate
 
@@ -59,10 +60,12 @@ class Timing(Protocol):
 
 @dataclass(frozen=True)
 class MeasureResult:
-    """A measurement as plain data: seconds per call, or None and why not."""
+    """A measurement as plain data: seconds per call, or None with the kind of failure
+    and its message."""
 
     seconds: float | None
     error: str | None = None
+    error_kind: ErrorKind | None = None
 
 
 @dataclass(frozen=True)
