@@ -9,11 +9,16 @@ from db.record import Measurement
 from workers.base import RunResult
 
 
-def to_measurement(result: RunResult, *, job_id: int | None = None) -> Measurement:
+def to_measurement(
+    result: RunResult, *, job_id: int | None = None, key: str | None = None
+) -> Measurement:
     """The record of ``result``, keyed by its workload's canonical key; a failure keeps
-    its ``ErrorKind`` (one enum for workers and database) and its message."""
+    its ``ErrorKind`` (one enum for workers and database) and its message. A caller that
+    knows the key passes it as ``key`` (a tuning loop computes it once per task):
+    parsing a convolution's workload to compute it again takes milliseconds."""
     candidate = result.candidate
-    key = workload_key(workload_from_json(candidate.workload))
+    if key is None:
+        key = workload_key(workload_from_json(candidate.workload))
     if result.error_kind is None:
         return Measurement.ok(
             key,

@@ -411,7 +411,10 @@ class _Loop:
             for t in traces
         ]
         runs = self.workers.measure(candidates) if candidates else []
-        self.database.commit_records(to_measurement(run, job_id=self.job_id) for run in runs)
+        key = self.task.workload_key
+        self.database.commit_records(
+            to_measurement(run, job_id=self.job_id, key=key) for run in runs
+        )
         return runs
 
     def _measure_new(self, traces: Sequence[TraceCandidate]) -> None:
