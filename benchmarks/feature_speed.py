@@ -25,7 +25,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 if sys.path and os.path.abspath(sys.path[0] or os.curdir) == _HERE:
     del sys.path[0]  # run as a script, this file would shadow the packages it measures
 
-from compiler.schedule.replay import REPLAYS  # noqa: E402
+from compiler.tuned.replay import REPLAYS  # noqa: E402
 from tuner.cost_model import features  # noqa: E402
 from tuner.space import Decisions, Space  # noqa: E402
 from tuner.space_choice import choose_space  # noqa: E402

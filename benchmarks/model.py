@@ -47,8 +47,8 @@ import onnx  # noqa: E402
 
 import db  # noqa: E402
 import workers  # noqa: E402
-from compiler.codegen.target import LLVMTarget  # noqa: E402
 from compiler.graph import Graph, GraphModule, import_onnx  # noqa: E402
+from compiler.target.llvm import LLVMTarget  # noqa: E402
 from tuner.model_tasks import ModelTask, extract_tasks, tuned_tasks  # noqa: E402
 from tuner.model_tune import ModelTuneOptions, ModelTuneResult, tune_model  # noqa: E402
 

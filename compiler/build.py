@@ -5,28 +5,26 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from compiler.codegen.cuda_target import CudaTarget
+from compiler.abi.signature import FuncSignature
 from compiler.codegen.llvm_build import compile_ir, jit_load
 from compiler.codegen.llvm_module import emit_module
-from compiler.codegen.target import LLVMTarget, target_machine
-from compiler.codegen.targets import Target, parse_target
 from compiler.cuda_build import build_cuda_binary
 from compiler.lower.ir_dump import IRDump
 from compiler.lower.pipeline import lower_func, to_ir_module
 from compiler.lower.prepack import prepack as prepack_module
 from compiler.lower.prepack import prepack_layout_free
+from compiler.runtime.cuda_module import CudaModule
 from compiler.runtime.gpu_binary import GPUBinary
 from compiler.runtime.module import Function, Module
-from compiler.runtime.signature import FuncSignature
 from compiler.schedule.default import apply_default_schedule
 from compiler.schedule.default_gpu import apply_gpu_default_schedule
-from compiler.schedule.replay import REPLAYS
-from compiler.schedule.tuned import TuningLookup, apply_best
-
-if TYPE_CHECKING:
-    from compiler.runtime.cuda_module import CudaModule
+from compiler.target.cuda import CudaTarget
+from compiler.target.llvm import LLVMTarget, target_machine
+from compiler.target.parse import Target, parse_target
+from compiler.tuned.lookup import TuningLookup, apply_best
+from compiler.tuned.replay import REPLAYS
 
 SYMBOL_PREFIX = "tensortune_"
 
@@ -55,7 +53,7 @@ def build(
     With ``database`` (anything with ``best_trace``, such as ``db.Database``), each
     function that has a stored best schedule for this target is replaced by that
     schedule replayed on it; an INFO log line (logger ``compiler.build``) says which
-    functions were tuned and which were not (``compiler.schedule.tuned.apply_best``
+    functions were tuned and which were not (``compiler.tuned.lookup.apply_best``
     gives the same report as a value).
 
     A function that comes with no schedule (see ``compiler.schedule.default``) gets
@@ -74,8 +72,6 @@ def build(
     """
     parsed = parse_target(target)
     if isinstance(parsed, CudaTarget):
-        from compiler.runtime.cuda_module import CudaModule
-
         binary = build_cuda(
             obj, args, parsed, name, database=database, default_schedule=default_schedule
         )

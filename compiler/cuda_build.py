@@ -14,17 +14,16 @@ import functools
 
 import llvmlite.binding as llvm
 
-from compiler.codegen.cuda_target import CudaTarget
 from compiler.codegen.llvm_build import optimize, parse_verified
-from compiler.codegen.llvm_types import byte_size
 from compiler.codegen.nvptx_module import NVPTX_TRIPLE, emit_kernels
 from compiler.codegen.ptx_link import link_ptx
 from compiler.ir.buffer import Buffer
-from compiler.ir.expr import IntImm
+from compiler.ir.expr import IntImm, byte_size
 from compiler.ir.function import IRModule
 from compiler.lower.gpu_kernels import GPUProgram, Kernel, lower_gpu
 from compiler.runtime.gpu_binary import BufferSpec, GPUBinary, GPUFunction, KernelLaunch
 from compiler.schedule.errors import ScheduleError
+from compiler.target.cuda import CudaTarget
 
 SYMBOL_PREFIX = "tensortune_"
 

@@ -8,9 +8,12 @@ search measurement it re-times stays as it was. A batch is checked whole (worklo
 known, run times real, trace replays on its workload) before any of it is stored,
 so a bad record leaves the database as it was.
 
-The abstract methods are the contract (``tests/test_db_contract.py`` runs it over
-every implementation); ``workload``, ``best_trace``, ``targets`` (what
-``compiler.build(..., database=db)`` asks) and the context manager are built on them.
+The six abstract methods are the contract (``tests/contracts/test_database_contract.py``
+runs it over every implementation); ``count``, ``export_jsonl``, ``record``,
+``workload``, ``best_trace``, ``targets`` (what ``compiler.build(..., database=db)``
+asks) and the context manager are built on them. ``import_jsonl`` stays abstract: it
+stores records as they were written elsewhere (their times and versions), which
+``commit_records`` never does.
 """
 
 from __future__ import annotations
@@ -20,11 +23,12 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import IO, Any, Self
 
-from db.compiler_border import TRACE_FORMAT_VERSION, ErrorKind, PrimFunc
+from db import exchange
+from db.compiler_border import TRACE_FORMAT_VERSION, ErrorKind, PrimFunc, target_host_kind
 from db.errors import RecordError
 from db.exchange import ImportSummary
 from db.record import Measurement, Purpose, TuningRecord, WorkloadEntry
-from db.validate import MAX_PAGE
+from db.validate import INT64_MAX, MAX_PAGE, check_k
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +84,11 @@ class Database(abc.ABC):
         Page by passing the last record's ``id`` as ``before_id``."""
 
     @abc.abstractmethod
+    def import_jsonl(self, lines: Iterable[str]) -> ImportSummary:
+        """Add the workloads and records of an ``export_jsonl`` stream at once, keeping
+        their versions; records already here are skipped. Raises RecordError naming
+        the first bad line, storing nothing."""
+
     def count(
         self,
         workload_key: str | None = None,
@@ -92,18 +101,42 @@ class Database(abc.ABC):
         """How many records there are: of a workload, on a target, that failed with
         ``error_kind``, that succeeded (``ok``), of an older trace format or of the current
         one (``stale``); each filter applies when given."""
+        return sum(
+            1
+            for r in self._all_records(workload_key, target)
+            if (error_kind is None or r.error_kind is error_kind)
+            and (ok is None or r.ok == ok)
+            and (stale is None or r.stale == stale)
+        )
 
-    @abc.abstractmethod
     def export_jsonl(self, out: IO[str], *, best_k: int | None = None) -> int:
         """Write every workload and record (or only the records of the ``best_k`` best
-        traces of each workload on each target) as JSON lines (``db.exchange``);
-        returns the records written."""
+        traces of each workload on each target) as JSON lines (``db.exchange``), records
+        in the order they were committed; returns the records written."""
+        if best_k is not None:
+            check_k(best_k)
+        kept = list(self._all_records())[::-1]
+        if best_k is not None:
+            kept = self._of_best_traces(kept, best_k)
+        return exchange.write_stream(
+            out, self.workloads(), ((record, self._host_kind(record.target)) for record in kept)
+        )
 
-    @abc.abstractmethod
-    def import_jsonl(self, lines: Iterable[str]) -> ImportSummary:
-        """Add the workloads and records of an ``export_jsonl`` stream at once, keeping
-        their versions; records already here are skipped. Raises RecordError naming
-        the first bad line, storing nothing."""
+    def _of_best_traces(self, records: list[TuningRecord], k: int) -> list[TuningRecord]:
+        """The current-format successes among ``records`` of the ``k`` best traces of
+        each workload on each target."""
+        best = set()
+        for key, target in {(r.workload_key, r.target) for r in records}:
+            best |= {(key, target, r.trace_hash) for r in self.best(key, target, k)}
+        return [
+            r
+            for r in records
+            if (r.workload_key, r.target, r.trace_hash) in best and r.ok and not r.stale
+        ]
+
+    def _host_kind(self, target: str) -> str:
+        """The host description an export gives the records of ``target``."""
+        return target_host_kind(target)
 
     def close(self) -> None:
         """Release connections; a database without any has nothing to do."""
@@ -148,10 +181,21 @@ class Database(abc.ABC):
         """The canonical targets the workload has records on."""
         return sorted({r.target for r in self._all_records(workload_key)})
 
-    def _all_records(self, workload_key: str) -> Iterable[TuningRecord]:
+    def record(self, record_id: int) -> TuningRecord:
+        """The record of ``record_id``; RecordError when there is none."""
+        if type(record_id) is int and 1 <= record_id < INT64_MAX:
+            found = self.records(limit=1, before_id=record_id + 1)
+            if found and found[0].id == record_id:
+                return found[0]
+        raise RecordError(f"no record with id {record_id!r}")
+
+    def _all_records(
+        self, workload_key: str | None = None, target: str | None = None
+    ) -> Iterable[TuningRecord]:
+        """Every record (of a workload, on a target), newest first, a page at a time."""
         before: int | None = None
         while True:
-            page = self.records(workload_key, limit=MAX_PAGE, before_id=before)
+            page = self.records(workload_key, target, limit=MAX_PAGE, before_id=before)
             yield from page
             if len(page) < MAX_PAGE:
                 return

@@ -10,13 +10,13 @@ target string must parse), so no other module of ``db`` imports the compiler.
 
 from __future__ import annotations
 
-from compiler.codegen.target import TargetError
 from compiler.errors import ErrorKind
 from compiler.ir.function import PrimFunc
 from compiler.schedule.errors import ScheduleError
-from compiler.schedule.replay import replayed
 from compiler.schedule.trace import TRACE_FORMAT_VERSION, Trace, canonical_trace, trace_hash
-from compiler.schedule.tuned import canonical_target, target_host_kind
+from compiler.target.errors import TargetError
+from compiler.target.parse import canonical_target, target_host_kind
+from compiler.tuned.replay import replayed
 from compiler.workload.key import workload_from_json, workload_key, workload_to_json
 from compiler.workload.spec import WorkloadError, normalize_spec, workload_from_spec
 

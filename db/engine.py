@@ -15,7 +15,6 @@ exception.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import time
 from pathlib import Path
@@ -24,9 +23,9 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event, exc, text
 from sqlalchemy.engine import URL, ExceptionContext, make_url
 
+from db.environment import URL_VARIABLE
 from db.errors import ConnectError, StorageError
 
-URL_VARIABLE = "TENSORTUNE_DB_URL"
 URL_FORMS = (
     "sqlite:///relative/path.db",
     "sqlite:////absolute/path.db",
@@ -35,23 +34,6 @@ URL_FORMS = (
 BUSY_TIMEOUT_S = 60
 CONNECT_TIMEOUT_S = 10
 WRITE = "tensortune_write"
-
-
-def default_sqlite_path() -> Path:
-    """Where the embedded database lives: ``$XDG_DATA_HOME/tensortune/tuning.db``,
-    that is ``~/.local/share/tensortune/tuning.db`` by default."""
-    data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(data_home) / "tensortune" / "tuning.db"
-
-
-def default_url() -> str:
-    """``$TENSORTUNE_DB_URL`` if set, else the embedded SQLite file (its folder is made)."""
-    configured = os.environ.get(URL_VARIABLE)
-    if configured:
-        return configured
-    path = default_sqlite_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{path}"
 
 
 def shown(url: str | URL) -> str:

@@ -1,9 +1,12 @@
 """How tuning went, for people watching it: a job's measurements in the order they
 were stored, the best each job found for a workload, and the search measurement of
-re-timed traces (so a re-timed best shows both figures)."""
+re-timed traces (so a re-timed best shows both figures), and how records ended.
+``History`` is what the service's live views ask; the functions below are
+``SQLDatabase``'s implementation."""
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,6 +25,32 @@ class JobBest:
     job_id: int
     seconds: float
     last_at: datetime
+
+
+class History(abc.ABC):
+    @abc.abstractmethod
+    def job_trials(
+        self, job_id: int, *, after_id: int = 0, limit: int = 1000
+    ) -> list[TuningRecord]:
+        """The job's search measurements stored after the record ``after_id``, oldest
+        first, at most ``limit``: what a live view of the job adds at each update."""
+
+    @abc.abstractmethod
+    def best_by_job(self, workload_key: str, target: str) -> list[JobBest]:
+        """The fastest search measurement of the workload on the target by each job
+        that measured it, oldest job first: how the best improved from job to job."""
+
+    @abc.abstractmethod
+    def search_seconds(
+        self, workload_key: str, target: str, trace_hashes: Collection[str]
+    ) -> dict[str, float]:
+        """The fastest search measurement of each trace (by hash) of the workload on
+        the target; a re-timed best shows it beside its re-timing."""
+
+    @abc.abstractmethod
+    def record_counts(self) -> dict[str, int]:
+        """How many records end in each status ("ok" or an error kind's value; every
+        status, zero included)."""
 
 
 def job_trials(

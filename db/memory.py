@@ -1,7 +1,8 @@
-"""``MemoryDatabase``: the contract of ``db.base.Database`` held in this process.
+"""``MemoryDatabase``: a ``db.store.TuningStore`` held in this process.
 
 For tests and one-off runs that need no file: records live in a list, in the order
-they were committed, and vanish with the object. It checks what it stores exactly as
+they were committed, and vanish with the object (jobs, tokens and model files with
+them: ``db.memory_stores``). It checks what it stores exactly as
 ``SQLDatabase`` does (the same checks of ``db.validate``), so code tested against it
 behaves the same against SQL.
 """
@@ -9,13 +10,23 @@ behaves the same against SQL.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
-from typing import IO, Any
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from typing import Any
 
 from db import exchange
-from db.base import Database
-from db.compiler_border import ErrorKind, PrimFunc, canonical_trace, target_host_kind, trace_hash
-from db.record import Measurement, Purpose, TuningRecord, WorkloadEntry, error_kind_of, status_of
+from db.compiler_border import PrimFunc, canonical_trace, target_host_kind, trace_hash
+from db.history import JobBest
+from db.memory_stores import MemoryStores
+from db.record import (
+    STATUSES,
+    Measurement,
+    Purpose,
+    TuningRecord,
+    WorkloadEntry,
+    error_kind_of,
+    status_of,
+)
+from db.store import TuningStore
 from db.validate import (
     TraceChecker,
     check_fields,
@@ -29,8 +40,9 @@ from db.validate import (
 VERSION = "0+memory"
 
 
-class MemoryDatabase(Database):
+class MemoryDatabase(MemoryStores, TuningStore):
     def __init__(self) -> None:
+        super().__init__()
         self._workloads: dict[str, WorkloadEntry] = {}
         self._records: list[TuningRecord] = []
         self._host_kinds: dict[str, str] = {}
@@ -66,6 +78,7 @@ class MemoryDatabase(Database):
             self._checker.remember(key, digest)
         workloads = {key: w.json for key, w in self._workloads.items()}
         rows = checked_rows(batch, workloads, self._checker, VERSION)
+        self._check_jobs_exist({m.job_id for m in batch if m.job_id is not None})
         for (row, target), measurement in zip(rows, batch, strict=True):
             self._append(row, measurement.workload_key, target)
         return len(rows)
@@ -153,23 +166,6 @@ class MemoryDatabase(Database):
                 break
         return found
 
-    def count(
-        self,
-        workload_key: str | None = None,
-        target: str | None = None,
-        error_kind: ErrorKind | None = None,
-        *,
-        ok: bool | None = None,
-        stale: bool | None = None,
-    ) -> int:
-        return sum(
-            1
-            for r in self._matching(workload_key, target)
-            if (error_kind is None or r.error_kind is error_kind)
-            and (ok is None or r.ok == ok)
-            and (stale is None or r.stale == stale)
-        )
-
     def _matching(self, workload_key: str | None, target: str | None) -> Iterator[TuningRecord]:
         canonical = None if target is None else target_key(target, "target")
         for record in self._records:
@@ -179,27 +175,8 @@ class MemoryDatabase(Database):
                 continue
             yield record
 
-    def export_jsonl(self, out: IO[str], *, best_k: int | None = None) -> int:
-        if best_k is not None:
-            check_k(best_k)
-        kept = self._records if best_k is None else self._best_records(best_k)
-        return exchange.write_stream(
-            out,
-            self._workloads.values(),
-            ((record, self._host_kinds[record.target]) for record in kept),
-        )
-
-    def _best_records(self, k: int) -> list[TuningRecord]:
-        """The current-format successes of the ``k`` best traces of each workload on
-        each target, in commit order."""
-        best = set()
-        for key, target in {(r.workload_key, r.target) for r in self._records}:
-            best |= {(key, target, r.trace_hash) for r in self.best(key, target, k)}
-        return [
-            r
-            for r in self._records
-            if (r.workload_key, r.target, r.trace_hash) in best and r.ok and not r.stale
-        ]
+    def _host_kind(self, target: str) -> str:
+        return self._host_kinds[target]
 
     def import_jsonl(self, lines: Iterable[str]) -> exchange.ImportSummary:
         stored = {key: w.json for key, w in self._workloads.items()}
@@ -215,6 +192,50 @@ class MemoryDatabase(Database):
             self._host_kinds.setdefault(record.target, record.host_kind)
             self._append(record.row, record.workload_key, record.target)
         return exchange.ImportSummary(len(plan.workloads), len(plan.records), plan.skipped)
+
+    # history -----------------------------------------------------------------------
+
+    def job_trials(
+        self, job_id: int, *, after_id: int = 0, limit: int = 1000
+    ) -> list[TuningRecord]:
+        check_page(limit, None)
+        found = [
+            r
+            for r in self._records
+            if r.job_id == job_id and r.purpose is Purpose.SEARCH and r.id > after_id
+        ]
+        return found[:limit]
+
+    def best_by_job(self, workload_key: str, target: str) -> list[JobBest]:
+        best: dict[int, JobBest] = {}
+        for r in self._searched(workload_key, target):
+            if r.job_id is None or r.min_seconds is None:
+                continue
+            seen = best.get(r.job_id)
+            seconds = r.min_seconds if seen is None else min(seen.seconds, r.min_seconds)
+            last_at = r.created_at if seen is None else max(seen.last_at, r.created_at)
+            best[r.job_id] = JobBest(r.job_id, seconds, last_at)
+        return [best[job_id] for job_id in sorted(best)]
+
+    def search_seconds(
+        self, workload_key: str, target: str, trace_hashes: Collection[str]
+    ) -> dict[str, float]:
+        wanted = set(trace_hashes)
+        found: dict[str, float] = {}
+        for r in self._searched(workload_key, target):
+            if r.trace_hash in wanted and r.min_seconds is not None:
+                found[r.trace_hash] = min(found.get(r.trace_hash, r.min_seconds), r.min_seconds)
+        return found
+
+    def _searched(self, workload_key: str, target: str) -> Iterator[TuningRecord]:
+        """The successful search measurements of the workload on the target."""
+        for r in self._matching(workload_key, target):
+            if r.ok and r.purpose is Purpose.SEARCH:
+                yield r
+
+    def record_counts(self) -> dict[str, int]:
+        counted = Counter(status_of(r.error_kind) for r in self._records)
+        return {status: counted[status] for status in STATUSES}
 
 
 def _columns(record: TuningRecord) -> dict[str, Any]:

@@ -1,10 +1,12 @@
 """Model files: ONNX models uploaded to the service, each stored once per set of input
 shapes to import it with (keyed by the file's SHA-256 and the shapes'). The database
 keeps the bytes, in pieces, and knows nothing of ONNX: checking that a file is a model the
-compiler imports is the service's job, before it stores one."""
+compiler imports is the service's job, before it stores one. ``ModelStore`` is what the
+service asks of them; the functions below are ``SQLDatabase``'s implementation."""
 
 from __future__ import annotations
 
+import abc
 import hashlib
 import io
 import json
@@ -36,6 +38,30 @@ class ModelFile:
     token_id: int | None
 
 
+class ModelStore(abc.ABC):
+    @abc.abstractmethod
+    def commit_model_file(
+        self,
+        name: str,
+        content: bytes | IO[bytes],
+        shapes: Mapping[str, Sequence[int]],
+        *,
+        token_id: int | None = None,
+    ) -> tuple[ModelFile, bool]:
+        """The stored file of ``content`` (bytes, or a binary file read from its start)
+        with ``shapes`` and whether this call stored it: the same bytes with the same
+        shapes twice are one model (the first name kept); with other shapes, another."""
+
+    @abc.abstractmethod
+    def model_file(self, model_id: int) -> ModelFile:
+        """The stored model file; RecordError when there is none."""
+
+    @abc.abstractmethod
+    def write_model_content(self, model_id: int, target: IO[bytes]) -> None:
+        """Write a stored model file's bytes to ``target``, a piece at a time;
+        RecordError when there is none."""
+
+
 def commit_model_file(
     engine: Engine,
     name: str,
@@ -47,14 +73,9 @@ def commit_model_file(
     ``shapes`` and whether this call stored it: the same bytes with the same shapes twice
     are one model (the first name kept); with other shapes, another. A file is read
     twice, a piece at a time: once for its digest, once to store it."""
-    if not name or len(name) > 256:
-        raise RecordError(f"model name: give 1 to 256 characters, got {len(name)}")
-    source = io.BytesIO(content) if isinstance(content, bytes) else content
-    digest, size = _digest(source)
-    if not size:
-        raise RecordError("model file: it is empty")
-    plain_shapes = {key: [int(d) for d in dims] for key, dims in shapes.items()}
-    shapes_key = _shapes_key(plain_shapes)
+    source, digest, size = checked_content(name, content)
+    plain_shapes = plain(shapes)
+    shapes_key = shapes_key_of(plain_shapes)
     stored = _stored(engine, digest, shapes_key)
     if stored is not None:
         return stored, False
@@ -73,7 +94,7 @@ def commit_model_file(
             model_id = connection.execute(
                 insert(ModelFileRow).values(**row).returning(ModelFileRow.id)
             ).scalar_one()
-            for seq, piece in enumerate(_pieces(source)):
+            for seq, piece in enumerate(pieces(source)):
                 connection.execute(
                     insert(ModelFileChunkRow).values(model_id=model_id, seq=seq, data=piece)
                 )
@@ -116,7 +137,23 @@ _COLUMNS = (
 )
 
 
-def _shapes_key(shapes: Mapping[str, list[int]]) -> str:
+def checked_content(name: str, content: bytes | IO[bytes]) -> tuple[IO[bytes], str, int]:
+    """The content as a file at its start, its SHA-256 and its size; RecordError for a
+    name out of bounds or an empty file."""
+    if not name or len(name) > 256:
+        raise RecordError(f"model name: give 1 to 256 characters, got {len(name)}")
+    source = io.BytesIO(content) if isinstance(content, bytes) else content
+    digest, size = _digest(source)
+    if not size:
+        raise RecordError("model file: it is empty")
+    return source, digest, size
+
+
+def plain(shapes: Mapping[str, Sequence[int]]) -> dict[str, list[int]]:
+    return {key: [int(d) for d in dims] for key, dims in shapes.items()}
+
+
+def shapes_key_of(shapes: Mapping[str, list[int]]) -> str:
     """The SHA-256 of the shapes as canonical JSON (migration 0009 computes it alike)."""
     canonical = json.dumps(shapes, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
@@ -127,14 +164,14 @@ def _digest(source: IO[bytes]) -> tuple[str, int]:
     source.seek(0)
     digest = hashlib.sha256()
     size = 0
-    for piece in _pieces(source):
+    for piece in pieces(source):
         digest.update(piece)
         size += len(piece)
     source.seek(0)
     return digest.hexdigest(), size
 
 
-def _pieces(source: IO[bytes]) -> Iterator[bytes]:
+def pieces(source: IO[bytes]) -> Iterator[bytes]:
     return iter(lambda: source.read(CHUNK_BYTES), b"")
 
 

@@ -4,8 +4,9 @@ PostgreSQL by URL.
 Every lookup is by workload key and canonical target string, so records from
 different targets never mix. Several processes may commit into one database at once:
 a batch is checked outside the write transaction and written by one. Besides the
-contract of ``db.base.Database`` it keeps tuning jobs, merges another database in,
-and prunes (the one, explicit, way records are ever dropped).
+contract of ``db.base.Database`` it keeps what the service needs (``db.store``: jobs,
+API tokens, model files, history), merges another database in, and prunes (the one,
+explicit, way records are ever dropped).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import IO, Any
 
 from sqlalchemy import Connection, func, select
 
-from db import history, jobs, migrate, model_files, sql_exchange, tokens
+from db import history, migrate, model_files, sql_exchange, sql_jobs, tokens
 from db.base import Database
 from db.compiler_border import (
     TRACE_FORMAT_VERSION,
@@ -27,9 +28,10 @@ from db.compiler_border import (
     canonical_trace,
     trace_hash,
 )
-from db.engine import WRITE, default_url, open_engine, shown
-from db.errors import RecordError, SchemaError
+from db.engine import WRITE, open_engine, shown
+from db.errors import SchemaError
 from db.exchange import ImportSummary
+from db.jobs import STALE_AFTER
 from db.model_files import ModelFile
 from db.models import RecordRow, TargetRow, WorkloadRow
 from db.queries import (
@@ -56,6 +58,7 @@ from db.record import (
     WorkloadEntry,
     status_of,
 )
+from db.store import TuningStore
 from db.tokens import ApiToken, Role
 from db.validate import (
     TraceChecker,
@@ -67,10 +70,6 @@ from db.validate import (
     target_key,
 )
 
-# A running job whose coordinator has not beaten its heart for this long is taken for
-# dead and requeued; coordinators beat far more often (``Coordinator.HEARTBEAT``).
-STALE_AFTER = timedelta(seconds=60)
-
 
 def tensortune_version() -> str:
     try:
@@ -79,9 +78,9 @@ def tensortune_version() -> str:
         return "0+source"
 
 
-class SQLDatabase(Database):
-    """The tuning database at ``url`` (default: ``$TENSORTUNE_DB_URL``, else the
-    embedded SQLite file of ``db.engine.default_sqlite_path``).
+class SQLDatabase(TuningStore):
+    """The tuning database at ``url`` (``db.environment.default_url`` names the
+    default one).
 
     An empty database gets the current schema; one at an older schema revision is
     refused until ``tensortune db upgrade`` has run (``create=False`` refuses an
@@ -89,8 +88,8 @@ class SQLDatabase(Database):
     the URL cannot be opened, SchemaError for a database that is not ours.
     """
 
-    def __init__(self, url: str | None = None, *, create: bool = True) -> None:
-        self.url = url or default_url()
+    def __init__(self, url: str, *, create: bool = True) -> None:
+        self.url = url
         self._engine = open_engine(self.url, create=create)
         self._writer = self._engine.execution_options(**{WRITE: True})
         self._checker = TraceChecker()
@@ -160,7 +159,7 @@ class SQLDatabase(Database):
                 {**row, "workload_id": workloads[m.workload_key].id, "target_id": targets[target]}
                 for (row, target), m in zip(rows, batch, strict=True)
             ]
-            jobs.check_jobs_exist(connection, stored)
+            sql_jobs.check_jobs_exist(connection, stored)
             insert_records(connection, stored)
         return len(stored)
 
@@ -205,14 +204,6 @@ class SQLDatabase(Database):
         with self._engine.connect() as connection:
             return [to_record(row) for row in connection.execute(stmt)]
 
-    def record(self, record_id: int) -> TuningRecord:
-        """The record of ``record_id``; RecordError when there is none."""
-        with self._engine.connect() as connection:
-            row = connection.execute(record_select().where(RecordRow.id == record_id)).first()
-        if row is None:
-            raise RecordError(f"no record with id {record_id!r}")
-        return to_record(row)
-
     def count(
         self,
         workload_key: str | None = None,
@@ -222,6 +213,8 @@ class SQLDatabase(Database):
         ok: bool | None = None,
         stale: bool | None = None,
     ) -> int:
+        """One COUNT query, rather than reading every record: ``best_trace`` counts at
+        each build."""
         stmt = self._where(
             select(func.count(RecordRow.id)).select_from(RECORDS), workload_key, target
         )
@@ -236,8 +229,6 @@ class SQLDatabase(Database):
             return connection.execute(stmt).scalar_one()
 
     def record_counts(self) -> dict[str, int]:
-        """How many records end in each status ("ok" or an error kind's value; every
-        status, zero included), in one query."""
         stmt = select(RecordRow.status, func.count(RecordRow.id)).group_by(RecordRow.status)
         with self._engine.connect() as connection:
             counted: dict[str, int] = {status: count for status, count in connection.execute(stmt)}
@@ -270,6 +261,7 @@ class SQLDatabase(Database):
     # moving records between databases ----------------------------------------------
 
     def export_jsonl(self, out: IO[str], *, best_k: int | None = None) -> int:
+        """Streams the rows in one query, rather than holding every record at once."""
         if best_k is not None:
             check_k(best_k)
         with self._engine.connect() as connection:
@@ -294,7 +286,7 @@ class SQLDatabase(Database):
         with self._writer.begin() as connection:
             return sql_exchange.prune(connection, keep)
 
-    # jobs --------------------------------------------------------------------------
+    # jobs (``db.sql_jobs``) -----------------------------------------------------------
 
     def create_job(
         self,
@@ -304,11 +296,72 @@ class SQLDatabase(Database):
         token_id: int | None = None,
         priority: int = 0,
     ) -> Job:
-        """A queued job with its ``spec`` (as submitted, JSON) and one task per
-        (workload key, target, trials asked); ``token_id`` names who submitted it
-        (QuotaError, and nothing stored, when its quota of unfinished jobs is used). Of
-        the queued jobs, those of a higher ``priority`` are claimed first."""
-        return jobs.create_job(self._writer, spec, tasks, token_id, priority)
+        return sql_jobs.create_job(self._writer, spec, tasks, token_id, priority)
+
+    def job(self, job_id: int) -> Job:
+        with self._engine.connect() as connection:
+            return sql_jobs.load_job(connection, job_id)
+
+    def jobs(
+        self,
+        status: JobStatus | None = None,
+        *,
+        limit: int | None = None,
+        before_id: int | None = None,
+    ) -> list[Job]:
+        with self._engine.connect() as connection:
+            return sql_jobs.load_jobs(connection, status, limit=limit, before_id=before_id)
+
+    def job_counts(self) -> dict[JobStatus, int]:
+        with self._engine.connect() as connection:
+            return sql_jobs.job_counts(connection)
+
+    def cancel_job(self, job_id: int) -> Job:
+        return sql_jobs.cancel_job(self._writer, job_id)
+
+    def claim_job(
+        self, coordinator: str = "", *, stale_after: timedelta = STALE_AFTER
+    ) -> Job | None:
+        return sql_jobs.claim_job(self._writer, coordinator, stale_after)
+
+    def beat(self, job_id: int, coordinator: str) -> bool:
+        return sql_jobs.beat(self._writer, job_id, coordinator)
+
+    def update_task(
+        self,
+        task_id: int,
+        *,
+        status: JobStatus | None = None,
+        trials_done: int | None = None,
+        best_seconds: float | None = None,
+    ) -> JobTask:
+        return sql_jobs.update_task(self._writer, task_id, status, trials_done, best_seconds)
+
+    def end_job(
+        self, job_id: int, coordinator: str, status: JobStatus, *, error: str | None = None
+    ) -> Job:
+        return sql_jobs.end_job(self._writer, job_id, coordinator, JobStatus(status), error)
+
+    # history (``db.history``) ----------------------------------------------------------
+
+    def job_trials(
+        self, job_id: int, *, after_id: int = 0, limit: int = 1000
+    ) -> list[TuningRecord]:
+        check_page(limit, None)
+        with self._engine.connect() as connection:
+            return history.job_trials(connection, job_id, after_id, limit)
+
+    def best_by_job(self, workload_key: str, target: str) -> list[history.JobBest]:
+        with self._engine.connect() as connection:
+            return history.best_by_job(connection, workload_key, target_key(target, "target"))
+
+    def search_seconds(
+        self, workload_key: str, target: str, trace_hashes: Collection[str]
+    ) -> dict[str, float]:
+        with self._engine.connect() as connection:
+            return history.search_seconds(
+                connection, workload_key, target_key(target, "target"), trace_hashes
+            )
 
     # model files (``db.model_files``) --------------------------------------------------
 
@@ -320,15 +373,12 @@ class SQLDatabase(Database):
         *,
         token_id: int | None = None,
     ) -> tuple[ModelFile, bool]:
-        """The stored file of ``content`` (bytes, or a binary file; stored now, or
-        already), and whether it was stored now."""
         return model_files.commit_model_file(self._writer, name, content, shapes, token_id)
 
     def model_file(self, model_id: int) -> ModelFile:
         return model_files.model_file(self._engine, model_id)
 
     def write_model_content(self, model_id: int, target: IO[bytes]) -> None:
-        """Write a stored model file's bytes to ``target``, a piece at a time."""
         model_files.write_model_content(self._engine, model_id, target)
 
     # API tokens (``db.tokens``) ------------------------------------------------------
@@ -336,14 +386,9 @@ class SQLDatabase(Database):
     def create_token(
         self, name: str, role: Role, *, quota: int | None = None, upload_limit: int | None = None
     ) -> tuple[ApiToken, str]:
-        """A new token and its secret, which is shown this once: only its digest is kept.
-        ``quota``: the most unfinished jobs it may have; ``upload_limit``: the largest
-        model file it may upload, in bytes (None: no limit of its own)."""
         return tokens.create_token(self._writer, name, Role(role), quota, upload_limit)
 
     def ensure_token(self, name: str, role: Role, secret: str) -> tuple[ApiToken, bool]:
-        """The live token of a secret made elsewhere (a deployment's), registered now
-        when there is none, and whether it was; safe to repeat and to race."""
         return tokens.ensure_token(self._writer, name, Role(role), secret)
 
     def tokens(self) -> list[ApiToken]:
@@ -353,86 +398,4 @@ class SQLDatabase(Database):
         return tokens.revoke_token(self._writer, token_id)
 
     def token_for_secret(self, secret: str) -> ApiToken | None:
-        """The live token whose secret this is, or None (unknown or revoked)."""
         return tokens.token_for_secret(self._engine, secret)
-
-    def job(self, job_id: int) -> Job:
-        with self._engine.connect() as connection:
-            return jobs.load_job(connection, job_id)
-
-    def jobs(
-        self,
-        status: JobStatus | None = None,
-        *,
-        limit: int | None = None,
-        before_id: int | None = None,
-    ) -> list[Job]:
-        """Jobs newest first, those in ``status`` only when it is given; at most
-        ``limit``, older than the job ``before_id`` when it is given (to page on)."""
-        with self._engine.connect() as connection:
-            return jobs.load_jobs(connection, status, limit=limit, before_id=before_id)
-
-    def job_trials(
-        self, job_id: int, *, after_id: int = 0, limit: int = 1000
-    ) -> list[TuningRecord]:
-        """The job's search measurements stored after the record ``after_id``, oldest
-        first, at most ``limit``: what a live view of the job adds at each update."""
-        check_page(limit, None)
-        with self._engine.connect() as connection:
-            return history.job_trials(connection, job_id, after_id, limit)
-
-    def best_by_job(self, workload_key: str, target: str) -> list[history.JobBest]:
-        """The fastest search measurement of the workload on the target by each job
-        that measured it, oldest job first: how the best improved from job to job."""
-        with self._engine.connect() as connection:
-            return history.best_by_job(connection, workload_key, target_key(target, "target"))
-
-    def search_seconds(
-        self, workload_key: str, target: str, trace_hashes: Collection[str]
-    ) -> dict[str, float]:
-        """The fastest search measurement of each trace (by hash) of the workload on
-        the target; a re-timed best shows it beside its re-timing."""
-        with self._engine.connect() as connection:
-            return history.search_seconds(
-                connection, workload_key, target_key(target, "target"), trace_hashes
-            )
-
-    def job_counts(self) -> dict[JobStatus, int]:
-        """How many jobs are in each status."""
-        with self._engine.connect() as connection:
-            return jobs.job_counts(connection)
-
-    def claim_job(
-        self, coordinator: str = "", *, stale_after: timedelta = STALE_AFTER
-    ) -> Job | None:
-        """The next queued job (highest priority, then oldest), moved to running for
-        ``coordinator`` alone; None when no job is queued. Running jobs whose
-        coordinator has not beaten for ``stale_after`` are requeued first (see
-        ``db.jobs.claim_job``)."""
-        return jobs.claim_job(self._writer, coordinator, stale_after)
-
-    def beat(self, job_id: int, coordinator: str) -> bool:
-        """``coordinator`` still runs the job; False when the job is no longer its."""
-        return jobs.beat(self._writer, job_id, coordinator)
-
-    def cancel_job(self, job_id: int) -> Job:
-        """Cancel a queued or running job and its unfinished tasks; an ended job stays
-        as it ended (see ``db.jobs.cancel_job``)."""
-        return jobs.cancel_job(self._writer, job_id)
-
-    def end_job(
-        self, job_id: int, coordinator: str, status: JobStatus, *, error: str | None = None
-    ) -> Job:
-        """End ``coordinator``'s run of the job as DONE, FAILED or QUEUED, only while the
-        job still runs for it (see ``db.jobs.end_job``); returns the job as it stands."""
-        return jobs.end_job(self._writer, job_id, coordinator, JobStatus(status), error)
-
-    def update_task(
-        self,
-        task_id: int,
-        *,
-        status: JobStatus | None = None,
-        trials_done: int | None = None,
-        best_seconds: float | None = None,
-    ) -> JobTask:
-        return jobs.update_task(self._writer, task_id, status, trials_done, best_seconds)

@@ -1,11 +1,14 @@
 """API tokens of the tuning service. A token is a random secret handed out once; the
 database keeps only its SHA-256 digest, so a copy of the database gives no one a
 token. Each has a role (``read`` < ``submit`` < ``admin``) and, optionally, a quota:
-how many of its jobs may be unfinished (queued or running) at once.
+how many of its jobs may be unfinished (queued or running) at once. ``TokenStore``
+is what the service and the command line ask of the tokens; the functions below are
+``SQLDatabase``'s implementation.
 """
 
 from __future__ import annotations
 
+import abc
 import enum
 import hashlib
 import secrets
@@ -49,6 +52,35 @@ class ApiToken:
     upload_limit: int | None = None  # the largest model file it may upload, in bytes
 
 
+class TokenStore(abc.ABC):
+    @abc.abstractmethod
+    def create_token(
+        self, name: str, role: Role, *, quota: int | None = None, upload_limit: int | None = None
+    ) -> tuple[ApiToken, str]:
+        """A new token and its secret, which is shown this once: only its digest is kept.
+        ``quota``: the most unfinished jobs it may have; ``upload_limit``: the largest
+        model file it may upload, in bytes (None: no limit of its own)."""
+
+    @abc.abstractmethod
+    def ensure_token(self, name: str, role: Role, secret: str) -> tuple[ApiToken, bool]:
+        """The live token of a secret made elsewhere (a deployment's), registered now
+        when there is none, and whether it was; safe to repeat and to race. The secret
+        of a revoked token, or of a token of another role, is refused (RecordError)."""
+
+    @abc.abstractmethod
+    def tokens(self) -> list[ApiToken]:
+        """Every token, revoked ones too, oldest first."""
+
+    @abc.abstractmethod
+    def revoke_token(self, token_id: int) -> ApiToken:
+        """The token, revoked (now, or when it was before); RecordError when there is
+        none."""
+
+    @abc.abstractmethod
+    def token_for_secret(self, secret: str) -> ApiToken | None:
+        """The live token whose secret this is, or None (unknown or revoked)."""
+
+
 def digest_of(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
@@ -57,12 +89,8 @@ def create_token(
     engine: Engine, name: str, role: Role, quota: int | None, upload_limit: int | None = None
 ) -> tuple[ApiToken, str]:
     """A new token and its secret (shown once: only its digest is stored)."""
-    _check_name(name)
-    if quota is not None and (type(quota) is not int or quota < 0):
-        raise RecordError(f"token quota: must be a non-negative integer, got {quota!r}")
-    if upload_limit is not None and (type(upload_limit) is not int or upload_limit < 1):
-        raise RecordError(f"token upload limit: must be a positive integer, got {upload_limit!r}")
-    secret = SECRET_PREFIX + secrets.token_urlsafe(32)
+    check_token(name, quota, upload_limit)
+    secret = new_secret()
     with engine.begin() as connection:
         token_id = connection.execute(
             insert(TokenRow)
@@ -95,6 +123,25 @@ def ensure_token(engine: Engine, name: str, role: Role, secret: str) -> tuple[Ap
         registered = _insert_unless_taken(engine, name, role, digest)
     token = _with_digest(engine, digest)
     assert token is not None, "the digest is stored: this call or a racing one inserted it"
+    check_handed_in(token, role)
+    return token, registered
+
+
+def check_token(name: str, quota: int | None, upload_limit: int | None) -> None:
+    _check_name(name)
+    if quota is not None and (type(quota) is not int or quota < 0):
+        raise RecordError(f"token quota: must be a non-negative integer, got {quota!r}")
+    if upload_limit is not None and (type(upload_limit) is not int or upload_limit < 1):
+        raise RecordError(f"token upload limit: must be a positive integer, got {upload_limit!r}")
+
+
+def new_secret() -> str:
+    return SECRET_PREFIX + secrets.token_urlsafe(32)
+
+
+def check_handed_in(token: ApiToken, role: Role) -> None:
+    """Refuse a handed-in secret that is a revoked token's, or a token's of another
+    role."""
     if token.revoked_at is not None:
         raise RecordError(
             f"the secret given is that of token {token.id} {token.name!r}, revoked: a revoked "
@@ -105,7 +152,6 @@ def ensure_token(engine: Engine, name: str, role: Role, secret: str) -> tuple[Ap
             f"the secret given is that of token {token.id} {token.name!r}, of the role "
             f"{token.role.value!r}, not {role.value!r}; make a new secret with {MAKE_SECRET}"
         )
-    return token, registered
 
 
 def check_secret(secret: str) -> None:
@@ -163,9 +209,14 @@ def check_quota(connection: Connection, token_id: int) -> None:
         .select_from(JobRow)
         .where(JobRow.token_id == token_id, JobRow.status.in_(UNFINISHED))
     ).scalar_one()
-    if unfinished >= token.quota:
+    refuse_over_quota(token.name, token.quota, unfinished)
+
+
+def refuse_over_quota(name: str, quota: int | None, unfinished: int) -> None:
+    """QuotaError when a token of ``quota`` already has ``unfinished`` jobs."""
+    if quota is not None and unfinished >= quota:
         raise QuotaError(
-            f"token {token.name!r} has {token.quota} unfinished jobs, its quota; wait for one "
+            f"token {name!r} has {quota} unfinished jobs, its quota; wait for one "
             "to end or cancel one"
         )
 

@@ -20,7 +20,7 @@ import db
 import tuner
 from compiler import te
 from compiler.schedule import Schedule, Trace
-from compiler.schedule.tuned import apply_best
+from compiler.tuned.lookup import apply_best
 from tuner.cli.tables import format_table
 
 M = N = K = 128

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     if name == "tune_tir":
-        from tuner.tune_function import tune_tir
+        from tuner.tune_function import tune_tir  # start-up time: see above
 
         return tune_tir
     raise AttributeError(f"module 'tuner' has no attribute {name!r}")

@@ -13,11 +13,11 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from compiler.codegen.target import LLVMTarget
 from compiler.graph.algorithms import alternatives
 from compiler.graph.executor import optimize
 from compiler.graph.ir import Graph
 from compiler.graph.ops import OPS, Pattern
+from compiler.target.llvm import LLVMTarget
 from tuner.task import TuneTask
 
 # Groups whose anchor is one of these do arithmetic worth scheduling; the others

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import importlib
 
-from compiler.codegen.targets import Target, target_kind
 from compiler.ir.function import PrimFunc
+from compiler.target.parse import Target, target_kind
 from tuner import space as spaces
 from tuner.space import Space, SpaceError
 from tuner.space.schedule_fn import ScheduleFn

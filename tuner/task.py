@@ -13,9 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from compiler.codegen.targets import Target
 from compiler.ir.function import PrimFunc
-from compiler.schedule.tuned import canonical_target
+from compiler.target.parse import Target, canonical_target
 from compiler.workload.flops import flop_count
 from compiler.workload.key import workload_key
 from compiler.workload.spec import normalize_spec, workload_from_normalized_spec

@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TypeVar
 
-from compiler.codegen.targets import target_kind
 from compiler.schedule.default import schedule_by_default
 from compiler.schedule.trace import Trace
+from compiler.target.parse import target_kind
 from compiler.workload.key import workload_to_json
 from db import Database, Measurement, Purpose, TuningRecord
 from tuner import search

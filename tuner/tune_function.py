@@ -6,7 +6,7 @@
         ...
 
     result = tuner.tune_tir(func, space=schedule, trials=32)
-    kernel = compiler.build(func, database=db.create())
+    kernel = compiler.build(func, database=db.create(db.default_url()))
 
 What the command line does for an operator, this does for any workload: the space
 (a schedule function, or a template through ``"auto"`` / ``"template"``), the
@@ -23,8 +23,8 @@ from collections.abc import Iterator
 
 import db
 import workers as worker_backends
-from compiler.codegen.targets import Target
 from compiler.ir.function import PrimFunc
+from compiler.target.parse import Target
 from db import Database
 from tuner.space.schedule_fn import ScheduleFn
 from tuner.space_choice import choose_space
@@ -50,7 +50,8 @@ def tune_tir(
     again resumes) and return what the run did. ``space`` is a schedule function
     ``f(sch)`` or a choice of ``tuner.space_choice`` (``template`` names the
     template of ``"auto"`` or ``"template"``); ``database`` a Database, a kind
-    or URL for ``db.create``, or None for the default one; ``workers`` a Workers or a
+    or URL for ``db.create``, or None for the default one (``db.default_url``: this
+    call is an edge, like the command line); ``workers`` a Workers or a
     kind for ``workers.create``; ``tuner`` a search kind that can search the space
     (else SearchError, before anything starts). Databases and workers made
     here are closed here; given ones are left open."""
@@ -65,7 +66,7 @@ def tune_tir(
 @contextlib.contextmanager
 def _opened_database(database: Database | str | None) -> Iterator[Database]:
     if database is None or isinstance(database, str):
-        with db.create(database) as opened:
+        with db.create(db.default_url() if database is None else database) as opened:
             yield opened
     else:
         yield database

@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from compiler.abi.signature import FuncSignature, ParamSpec
 from compiler.ir.function import PrimFunc
 from compiler.ir.layout_free import layout_free_positions
 from compiler.runtime.prepacked import pack_arguments
-from compiler.runtime.signature import FuncSignature, ParamSpec
 from compiler.topi.reference import NUMPY_REFERENCES
 from workers.base import WorkersError
 

@@ -10,10 +10,11 @@ import tempfile
 import time
 
 import compiler
+from compiler.abi.signature import FuncSignature
 from compiler.build import build_cuda, build_llvm
 from compiler.errors import CompilerError, ErrorKind
 from compiler.ir import IRModule
-from compiler.runtime import FuncSignature, Module
+from compiler.runtime import Module
 from compiler.runtime.cuda_module import entry_name
 from compiler.schedule.trace import Trace
 from compiler.workload.key import workload_from_json

@@ -20,12 +20,12 @@ import json
 import time
 from functools import partial
 
-from compiler.codegen.cuda_target import CudaTarget
+from compiler.abi.signature import FuncSignature
 from compiler.errors import ErrorKind
 from compiler.runtime.cuda_driver import PrimaryContext, device_arch, lost_context
 from compiler.runtime.cuda_module import CudaModule
 from compiler.runtime.gpu_binary import GPUBinary, GPUFunction
-from compiler.runtime.signature import FuncSignature
+from compiler.target.cuda import CudaTarget
 from workers.base import BuildResult, Candidate, MeasureConfig, RunResult
 from workers.check import Reference
 from workers.measure import TIMING_SHARE, Measurer, time_in_steps

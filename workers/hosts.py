@@ -38,7 +38,8 @@ def host_resource(target: str) -> str:
                 "'cuda -arch=sm_80'"
             )
         return f"{PREFIX}cuda -arch={arch[0]}"
-    from compiler.codegen.target import LLVMTarget, TargetError
+    from compiler.target.errors import TargetError
+    from compiler.target.llvm import LLVMTarget
 
     try:
         parsed = LLVMTarget.parse(target)

@@ -201,8 +201,8 @@ class LocalRunner(Runner):
         (device 0 of those ``CUDA_VISIBLE_DEVICES`` leaves visible)."""
         if not is_gpu_target(target):
             return
-        from compiler.codegen.cuda_target import CudaTarget
         from compiler.runtime import cuda_driver
+        from compiler.target.cuda import CudaTarget
 
         wanted = CudaTarget.parse(target).arch
         cuda_driver.require_bindings()

@@ -10,7 +10,8 @@ from compiler.arith.bounds import Interval, bound, const_bound
 from compiler.arith.const_interval import const_interval, fits
 from compiler.arith.exact_image import dense_image
 from compiler.arith.linear import same_expr, structural_key
-from compiler.arith.simplifier import Simplifier, can_prove, normalize, simplify
+from compiler.arith.rewrite import normalize
+from compiler.arith.simplifier import Simplifier, can_prove, simplify
 
 __all__ = [
     "Interval",

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from compiler.arith.const_interval import const_interval
 from compiler.arith.linear import Linear, from_linear, same_expr, to_linear
-from compiler.arith.simplifier import normalize
+from compiler.arith.rewrite import normalize
 from compiler.ir import expr as E
 from compiler.ir.expr import IntImm, PrimExpr, Range, Var
 

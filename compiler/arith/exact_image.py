@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from compiler.arith.bounds import Interval
 from compiler.arith.linear import Linear, from_linear, to_linear
-from compiler.arith.simplifier import normalize
+from compiler.arith.rewrite import normalize
 from compiler.ir.analysis import uses_var
 from compiler.ir.expr import IntImm, PrimExpr, Range, Var
 

@@ -14,7 +14,7 @@ import llvmlite.binding as llvm
 from llvmlite.binding import ffi
 
 from compiler.codegen.llvm_types import CodegenError
-from compiler.codegen.target import LLVMTarget, init_llvm, target_machine
+from compiler.target.llvm import LLVMTarget, init_llvm, target_machine
 
 
 @dataclass(frozen=True)

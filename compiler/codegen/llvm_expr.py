@@ -12,14 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from compiler.arith.simplifier import fold_ints
+from compiler.arith.rewrite import fold_ints
 from compiler.codegen.llvm_context import ModuleContext
 from compiler.codegen.llvm_fastmath import emit_fast_erff, emit_fast_expf
 from compiler.codegen.llvm_types import (
     INDEX_TYPE,
     CodegenError,
-    bits,
-    byte_size,
     float_literal,
     int_literal,
     is_signed,
@@ -28,7 +26,7 @@ from compiler.codegen.llvm_types import (
 )
 from compiler.ir import expr as E
 from compiler.ir.buffer import Buffer
-from compiler.ir.expr import PrimExpr
+from compiler.ir.expr import PrimExpr, bits, byte_size
 from compiler.ir.node import Node, visit
 
 FLOAT_FLAGS = "contract"

@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
+from compiler.abi.signature import SIGNATURES_SYMBOL, FuncSignature
 from compiler.codegen.llvm_context import ModuleContext
 from compiler.codegen.llvm_stmt import FunctionEmitter
-from compiler.codegen.llvm_types import byte_size, string_constant
+from compiler.codegen.llvm_types import string_constant
+from compiler.ir.expr import byte_size
 from compiler.ir.function import PrimFunc
-from compiler.runtime.signature import SIGNATURES_SYMBOL, FuncSignature
 
 
 def emit_module(

@@ -17,12 +17,12 @@ from collections.abc import Hashable
 from compiler.arith.linear import stride
 from compiler.codegen.llvm_context import ModuleContext
 from compiler.codegen.llvm_expr import ExprEmitter
-from compiler.codegen.llvm_types import INDEX_TYPE, CodegenError, byte_size, storage_type
+from compiler.codegen.llvm_types import INDEX_TYPE, CodegenError, storage_type
 from compiler.codegen.loop_independence import iterations_disjoint
 from compiler.ir import expr as E
 from compiler.ir.analysis import free_vars
 from compiler.ir.buffer import Buffer
-from compiler.ir.expr import PrimExpr, Var
+from compiler.ir.expr import PrimExpr, Var, byte_size
 from compiler.ir.node import Node, visit
 from compiler.ir.stmt import (
     Allocate,

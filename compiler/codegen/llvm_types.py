@@ -44,23 +44,15 @@ def storage_type(dtype: str) -> str:
     return "i8" if dtype == "bool" else value_type(dtype)
 
 
-def byte_size(dtype: str) -> int:
-    return 1 if dtype == "bool" else int("".join(c for c in dtype if c.isdigit())) // 8
-
-
 def is_signed(dtype: str) -> bool:
     return E.is_int(dtype) and not dtype.startswith("uint")
-
-
-def bits(dtype: str) -> int:
-    return 1 if dtype == "bool" else int("".join(c for c in dtype if c.isdigit()))
 
 
 def int_literal(value: int, dtype: str, index: bool = False) -> str:
     """An integer constant, wrapped to the signed range of its LLVM type."""
     if dtype == "bool":
         return "true" if value else "false"
-    width = 64 if index else bits(dtype)
+    width = 64 if index else E.bits(dtype)
     wrapped = value & ((1 << width) - 1)
     if wrapped >= 1 << (width - 1):
         wrapped -= 1 << width

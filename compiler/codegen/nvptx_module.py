@@ -25,10 +25,10 @@ from compiler.codegen.llvm_context import ModuleContext
 from compiler.codegen.llvm_expr import FLOAT_FLAGS
 from compiler.codegen.llvm_fastmath import emit_fast_expf
 from compiler.codegen.llvm_stmt import FunctionEmitter, _const, _hint
-from compiler.codegen.llvm_types import INDEX_TYPE, CodegenError, byte_size, float_literal
+from compiler.codegen.llvm_types import INDEX_TYPE, CodegenError, float_literal
 from compiler.ir import expr as E
 from compiler.ir.buffer import Buffer
-from compiler.ir.expr import IntImm, PrimExpr, Var
+from compiler.ir.expr import IntImm, PrimExpr, Var, byte_size
 from compiler.ir.stmt import Allocate, Barrier, For, ForKind, IfThenElse, Stmt
 from compiler.lower.gpu_kernels import AXES, Kernel
 

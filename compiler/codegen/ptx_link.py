@@ -105,7 +105,7 @@ def parse_usage(info_log: str) -> dict[str, KernelUsage]:
 
 def _nvjitlink() -> Any:
     try:
-        from cuda.bindings import nvjitlink
+        from cuda.bindings import nvjitlink  # the optional `cuda` extra
     except ImportError:
         raise MissingExtraError("linking PTX (NVIDIA's nvJitLink bindings)", "cuda") from None
     return nvjitlink

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from compiler.codegen.targets import Target
 from compiler.graph.fuse import FusedGroup
 from compiler.graph.ir import Graph
 from compiler.graph.ops import WINOGRAD_TILE
 from compiler.ir.function import PrimFunc
-from compiler.schedule.tuned import TuningLookup, best_seconds
+from compiler.target.parse import Target
 from compiler.topi.nn.winograd import WINOGRAD_TILE_SIZES, winograd_applies
+from compiler.tuned.lookup import TuningLookup, best_seconds
 
 DIRECT = "direct"
 BLOCKED = "conv2d_nchwc"

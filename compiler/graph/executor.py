@@ -24,8 +24,6 @@ from typing import Any
 import numpy as np
 
 from compiler.build import build_llvm
-from compiler.codegen.target import LLVMTarget, TargetError
-from compiler.codegen.targets import target_kind
 from compiler.graph.algorithms import choose
 from compiler.graph.blocked_layout import DEFAULT_CONV_BLOCK, block_convolutions
 from compiler.graph.fuse import FusedGroup, fuse
@@ -39,7 +37,10 @@ from compiler.ir.function import IRModule, PrimFunc
 from compiler.runtime import load_module
 from compiler.runtime.blas_pool import check_not_forked
 from compiler.runtime.module import Module
-from compiler.schedule.tuned import TuningLookup
+from compiler.target.errors import TargetError
+from compiler.target.llvm import LLVMTarget
+from compiler.target.parse import target_kind
+from compiler.tuned.lookup import TuningLookup
 from compiler.workload.key import workload_key
 
 LIBRARY, PLAN, WEIGHTS = "model.so", "plan.json", "weights.npz"

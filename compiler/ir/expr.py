@@ -32,8 +32,13 @@ def check_dtype(dtype: str) -> str:
     return dtype
 
 
-def _bits(dtype: str) -> int:
+def bits(dtype: str) -> int:
     return 1 if dtype == "bool" else int("".join(c for c in dtype if c.isdigit()))
+
+
+def byte_size(dtype: str) -> int:
+    """The bytes one element of ``dtype`` takes in memory: bools are bytes, as in numpy."""
+    return 1 if dtype == "bool" else bits(dtype) // 8
 
 
 def promote(a: str, b: str) -> str:
@@ -42,7 +47,7 @@ def promote(a: str, b: str) -> str:
         return a
     if is_float(a) != is_float(b):
         return a if is_float(a) else b
-    return a if _bits(a) >= _bits(b) else b
+    return a if bits(a) >= bits(b) else b
 
 
 class ExprOp:
@@ -134,7 +139,7 @@ class PrimExpr(ExprOp, Node):
         return Cast(check_dtype(dtype), self)
 
     def __str__(self) -> str:
-        from compiler.ir.printer import expr_to_str
+        from compiler.ir.printer import expr_to_str  # the printer imports the nodes
 
         return expr_to_str(self)
 

@@ -45,7 +45,7 @@ class PrimFunc(Node):
         return found
 
     def script(self, name: str | None = None) -> str:
-        from compiler.ir.printer import func_to_script
+        from compiler.ir.printer import func_to_script  # the printer imports the nodes
 
         return func_to_script(self, name or self.attrs.get("global_symbol", "main"))
 
@@ -89,7 +89,7 @@ class IRModule(Mapping[str, PrimFunc]):
         return IRModule({**self._functions, name: func})
 
     def script(self) -> str:
-        from compiler.ir.printer import module_to_script
+        from compiler.ir.printer import module_to_script  # the printer imports the nodes
 
         return module_to_script(self)
 

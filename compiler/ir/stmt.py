@@ -20,7 +20,7 @@ from compiler.ir.node import Node
 
 class Stmt(Node):
     def __str__(self) -> str:
-        from compiler.ir.printer import stmt_to_str
+        from compiler.ir.printer import stmt_to_str  # the printer imports the nodes
 
         return stmt_to_str(self)
 

@@ -24,10 +24,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from compiler.codegen.cuda_target import GPUCapabilities
-from compiler.codegen.llvm_types import byte_size
 from compiler.ir.buffer import Buffer
-from compiler.ir.expr import BufferLoad, IntImm
+from compiler.ir.expr import BufferLoad, IntImm, byte_size
 from compiler.ir.function import PrimFunc
 from compiler.ir.node import Node, children, transform, visit
 from compiler.ir.stmt import Allocate, BufferStore, For, SeqStmt, Stmt
@@ -35,6 +33,7 @@ from compiler.lower.gpu_bindings import verify_thread_bindings
 from compiler.lower.gpu_sync import insert_barriers
 from compiler.lower.pipeline import lower_func
 from compiler.schedule.errors import ScheduleError
+from compiler.target.cuda import GPUCapabilities
 
 AXES = ("x", "y", "z")
 # What a thread may keep in local memory (CUDA's limit is 512 KiB; far less keeps the

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 
-from compiler.codegen.target import init_llvm
 from compiler.errors import CompilerError
+from compiler.target.llvm import init_llvm
 
 # The setter's name in the OpenBLAS builds numpy and SciPy ship, and in a plain build.
 _SETTER_NAMES = (

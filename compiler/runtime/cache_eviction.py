@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 import llvmlite.binding as llvm
 import numpy as np
 
-from compiler.codegen.target import init_llvm
+from compiler.target.llvm import init_llvm
 
 # void evict(ptr start, i64 bytes): CLFLUSH every 64-byte line from start (at a line's
 # start), then a fence so the evictions are done before the caller goes on.

@@ -224,7 +224,7 @@ def event_elapsed_seconds(start: Any, end: Any) -> float:
 @functools.cache
 def _driver() -> Any:
     try:
-        from cuda.bindings import driver
+        from cuda.bindings import driver  # the optional `cuda` extra
     except ImportError:
         raise MissingExtraError(
             "running on an NVIDIA GPU (CUDA's driver bindings)", "cuda"

@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
+from compiler.abi.signature import RuntimeArgumentError
 from compiler.runtime import cuda_driver as cu
 from compiler.runtime.function_table import FunctionTable, entry_of
 from compiler.runtime.gpu_binary import BufferSpec, GPUBinary, GPUFunction
 from compiler.runtime.profiling import ProfileResult, time_loops
-from compiler.runtime.signature import RuntimeArgumentError
 
 
 def entry_name(binary: GPUBinary) -> str:

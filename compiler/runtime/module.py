@@ -1,18 +1,24 @@
-"""Compiled kernels callable from Python on numpy arrays."""
+"""Compiled kernels callable from Python on numpy arrays, written as a shared library
+and loaded back from one."""
 
 from __future__ import annotations
 
 import ctypes
+import json
+import os
+import shutil
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
+from compiler.abi.signature import SIGNATURES_SYMBOL, FuncSignature, RuntimeArgumentError
 from compiler.lower.prepack import pack_functions
 from compiler.runtime.blas_pool import check_not_forked, prepare_pool
+from compiler.runtime.export import ExportError, link_library
 from compiler.runtime.function_table import FunctionTable
 from compiler.runtime.profiling import ProfileResult, time_raw
-from compiler.runtime.signature import FuncSignature, RuntimeArgumentError
+from compiler.target.llvm import init_llvm
 
 
 class Function:
@@ -103,9 +109,39 @@ class Module(FunctionTable[Function]):
 
     def export_library(self, path: str) -> None:
         """Write a shared library that ``compiler.load_module`` loads back."""
-        from compiler.runtime.export import export_library
-
         export_library(self, path)
 
     def __repr__(self) -> str:
         return f"<Module {sorted(self._functions)}>"
+
+
+def export_library(module: Module, path: str) -> None:
+    """Link ``module``'s object code into the shared library ``path`` (a module loaded
+    from a library has none: that library is copied)."""
+    path = os.fspath(path)
+    if module.object_code is None:
+        if module.library_path is None:
+            raise ExportError("this module has neither object code nor a library file")
+        shutil.copyfile(module.library_path, path)
+        return
+    link_library(module.object_code, path)
+
+
+def load_module(path: str) -> Module:
+    """Load a library written by ``export_library``; its functions check their
+    arguments like those of a fresh build."""
+    init_llvm()
+    path = os.path.abspath(os.fspath(path))
+    try:
+        library = ctypes.CDLL(path)
+        getter = getattr(library, SIGNATURES_SYMBOL)
+    except (OSError, AttributeError) as err:
+        raise ExportError(f"{path} is not a library exported by tensortune: {err}") from err
+    getter.restype = ctypes.c_char_p
+    signatures = [FuncSignature.from_json(s) for s in json.loads(getter().decode("utf-8"))]
+    functions = {}
+    for signature in signatures:
+        address = ctypes.cast(getattr(library, signature.symbol), ctypes.c_void_p).value
+        assert address is not None
+        functions[signature.name] = Function(signature, address, library)
+    return Module(functions, library_path=path)

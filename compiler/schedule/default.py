@@ -55,7 +55,6 @@ import numpy as np
 
 from compiler.arith.linear import stride
 from compiler.arith.simplifier import simplify
-from compiler.codegen.target import LLVMTarget
 from compiler.ir import expr as E
 from compiler.ir.analysis import find_block_realize, substitute, uses_var
 from compiler.ir.buffer import Buffer
@@ -70,6 +69,7 @@ from compiler.schedule.handles import BlockRV, LoopRV
 from compiler.schedule.layout_rewrite import rewrite_layout_free
 from compiler.schedule.schedule import SCHEDULED_ATTR, Schedule
 from compiler.schedule.tile_transform import is_tile_transform, schedule_tile_transform
+from compiler.target.llvm import LLVMTarget
 
 # Parallel iterations per thread that the fusion of outer loops aims for, so that
 # the threads' static chunks come out nearly even.

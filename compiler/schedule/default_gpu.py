@@ -10,7 +10,6 @@ always a legal schedule of the same computation.
 
 from __future__ import annotations
 
-from compiler.codegen.cuda_target import CudaTarget
 from compiler.ir.analysis import find_block_realize
 from compiler.ir.expr import IntImm
 from compiler.ir.function import IRModule, PrimFunc
@@ -20,6 +19,7 @@ from compiler.schedule.default import is_unscheduled
 from compiler.schedule.errors import ScheduleError
 from compiler.schedule.handles import BlockRV, LoopRV
 from compiler.schedule.schedule import SCHEDULED_ATTR, Schedule
+from compiler.target.cuda import CudaTarget
 
 # Threads per block of a default kernel: a multiple of the warp size that leaves
 # room for several blocks on each multiprocessor.

@@ -9,6 +9,7 @@ from typing import Any
 
 from compiler.ir import expr as E
 from compiler.ir.expr import PrimExpr, Range, Var, check_dtype, convert
+from compiler.ir.node import visit
 from compiler.ir.stmt import IterKind, IterVar
 from compiler.te.tensor import ComputeOp, PlaceholderOp, Reduce, Tensor, TensorError, ViewOp
 
@@ -102,8 +103,6 @@ def compute(
 
 
 def _check_reduce_placement(body: PrimExpr, name: str) -> None:
-    from compiler.ir.node import visit
-
     def check(n: Any) -> None:
         if isinstance(n, Reduce) and n is not body:
             raise TensorError(

@@ -8,7 +8,7 @@ from typing import Any
 
 from compiler.errors import CompilerError
 from compiler.ir.expr import PrimExpr, convert
-from compiler.ir.node import Node
+from compiler.ir.node import Node, visit
 from compiler.ir.stmt import IterVar
 
 
@@ -73,8 +73,6 @@ class ComputeOp(Operation):
 
     @property
     def input_tensors(self) -> list[Tensor]:
-        from compiler.ir.node import visit
-
         found: list[Tensor] = []
 
         def collect(n: Node) -> None:

@@ -11,10 +11,10 @@ the block divided by the extents of its reduce variables.
 
 Two kinds of block count otherwise. A constant weight's conversion
 (``compiler.ir.layout_free``) counts nothing: a build runs it once, not per call. A
-block that states its count in the ``FLOPS_ATTR`` annotation counts that many per
-element it writes: the stages of Winograd's convolution state the direct convolution's
-count (2 * channels * 9 per output element, nothing for the transforms), as TVM
-counts them, so that its GFLOP/s compare with the direct algorithm's.
+block that states its count in the ``FLOPS_ATTR`` annotation (``compiler.ir.annotations``)
+counts that many per element it writes: the stages of Winograd's convolution state the
+direct convolution's count (2 * channels * 9 per output element, nothing for the
+transforms), as TVM counts them, so that its GFLOP/s compare with the direct algorithm's.
 
 A split that does not divide its loop guards the excess iterations with a
 predicate; those iterations are counted too, so the count of such a scheduled
@@ -27,14 +27,13 @@ import math
 
 from compiler.errors import CompilerError
 from compiler.ir import expr as E
+from compiler.ir.annotations import FLOPS_ATTR
 from compiler.ir.function import PrimFunc
 from compiler.ir.layout_free import is_conversion
 from compiler.ir.node import Node, children, visit
 from compiler.ir.stmt import Block, BlockRealize, For, IterKind, Stmt
 
 _ARITHMETIC = (E.Add, E.Sub, E.Mul, E.Div, E.Min, E.Max)
-# A block annotation: the floating-point operations it counts per element it writes.
-FLOPS_ATTR = "flops_per_instance"
 
 
 class FlopCountError(CompilerError, ValueError):

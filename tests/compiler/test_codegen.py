@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 
 import compiler
 from compiler import te
-from compiler.codegen import LLVMTarget, TargetError
 from compiler.codegen.llvm_context import ModuleContext
 from compiler.codegen.llvm_expr import ExprEmitter
 from compiler.ir import expr as E
@@ -33,6 +32,8 @@ from compiler.ir.stmt import (
     true_predicate,
 )
 from compiler.schedule.default import default_schedule
+from compiler.target.errors import TargetError
+from compiler.target.llvm import LLVMTarget
 from compiler.topi.reference import conv2d_nchw_im2col
 
 VECTOR_TYPE = re.compile(r"<\d+ x float>")

@@ -18,10 +18,10 @@ import pytest
 from gpu_kernels import BLOCK, N, binary, one_kernel, triple
 
 import compiler.runtime.cuda_driver as cu
+from compiler.abi.signature import RuntimeArgumentError
 from compiler.runtime.cuda_module import CudaModule, check_arguments, entry_name
 from compiler.runtime.gpu_binary import GPUBinary
 from compiler.runtime.profiling import ProfileResult
-from compiler.runtime.signature import RuntimeArgumentError
 
 pytest.importorskip(
     "cuda.bindings.nvjitlink", reason="needs the cuda extra: pip install 'tensortune[cuda]'"

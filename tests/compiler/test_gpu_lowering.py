@@ -19,13 +19,13 @@ from op_examples import EXAMPLES
 from workloads import matmul
 
 from compiler import build_cuda, te
-from compiler.codegen.cuda_target import CudaTarget
 from compiler.cuda_build import build_cuda_binary
 from compiler.ir.function import IRModule, PrimFunc
 from compiler.lower import gpu_kernels
 from compiler.lower.gpu_kernels import lower_gpu
 from compiler.schedule import Schedule, ScheduleError
 from compiler.schedule.default_gpu import apply_gpu_default_schedule
+from compiler.target.cuda import CudaTarget
 from compiler.workload.spec import workload_from_spec
 
 ARCHES = ("sm_80", "sm_90")
@@ -265,8 +265,8 @@ def test_bind_is_recorded_and_replays_from_json() -> None:
 
 
 def test_cuda_targets_parse_and_refuse_clearly() -> None:
-    from compiler.codegen.target import TargetError
-    from compiler.codegen.targets import parse_target
+    from compiler.target.errors import TargetError
+    from compiler.target.parse import parse_target
 
     assert str(parse_target("cuda -arch=sm_90")) == "cuda -arch=sm_90"
     assert CudaTarget.parse("cuda -arch=sm_86").ptx_version == 71

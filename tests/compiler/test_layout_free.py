@@ -19,6 +19,7 @@ from quick_measure import QUICK
 import compiler
 import db
 from compiler import te
+from compiler.abi.signature import RuntimeArgumentError
 from compiler.graph import GraphModule, optimize
 from compiler.ir.layout_free import (
     LAYOUT_REWRITE_ATTR,
@@ -28,13 +29,13 @@ from compiler.ir.layout_free import (
 )
 from compiler.lower.prepack import pack_functions
 from compiler.runtime.prepacked import pack_arguments
-from compiler.runtime.signature import RuntimeArgumentError
 from compiler.schedule import Schedule, Trace
 from compiler.schedule.default import schedule_by_default
 from compiler.schedule.layout_rewrite import rewrite_layout_free
 from compiler.schedule.primitives.dataflow import leaf_realizes
-from compiler.schedule.replay import REPLAYS
+from compiler.target.llvm import LLVMTarget
 from compiler.topi.reference import conv2d_nchw_im2col
+from compiler.tuned.replay import REPLAYS
 from compiler.workload.key import workload_key, workload_to_json
 from compiler.workload.spec import WorkloadError, workload_from_spec
 from tuner.space.generated import GeneratedSpace
@@ -275,7 +276,7 @@ def test_the_default_schedule_reads_a_large_weight_in_panels_that_fit_the_cache(
     func = workload_from_spec(
         {"op": "matmul", "args": {"m": 16, "n": 768, "k": 768}, "constants": ["B"]}
     )
-    target = compiler.codegen.target.LLVMTarget.parse("llvm")
+    target = LLVMTarget.parse("llvm")
     sch = schedule_by_default(func, target=target)
     (rewrite,) = [i for i in sch.trace.instructions if i.kind == "transform_layout"]
     match = re.fullmatch(r"d0, d1 -> d1 // (\d+), d0, d1 % (\d+)", rewrite.inputs["index_map"])

@@ -12,12 +12,12 @@ from onnx_models import make_model, node, weight
 
 import compiler
 from compiler import te, topi
-from compiler.codegen.target import LLVMTarget
 from compiler.graph import GraphModule, import_onnx, optimize
 from compiler.graph.blocked_layout import input_block
 from compiler.ir.layout_free import mark_layout_free
 from compiler.runtime.prepacked import pack_arguments
 from compiler.schedule.default import schedule_by_default
+from compiler.target.llvm import LLVMTarget
 from compiler.topi.reference import conv2d_nchw_im2col
 
 AVX2 = "llvm -mcpu=haswell -num-cores=2"

@@ -11,8 +11,8 @@ import compiler
 import db
 from compiler.ir.function import IRModule
 from compiler.schedule import Schedule, ScheduleError
-from compiler.schedule.replay import REPLAYS, ReplayCache
-from compiler.schedule.tuned import apply_best
+from compiler.tuned.lookup import apply_best
+from compiler.tuned.replay import REPLAYS, ReplayCache
 from compiler.workload.key import workload_key
 
 

@@ -12,8 +12,9 @@ import pytest
 
 import compiler
 from compiler import te
+from compiler.abi.signature import RuntimeArgumentError
 from compiler.ir.function import IRModule, PrimFunc
-from compiler.runtime import ProfileResult, RuntimeArgumentError
+from compiler.runtime import ProfileResult
 from compiler.schedule import Schedule
 
 

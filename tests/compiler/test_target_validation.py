@@ -13,7 +13,8 @@ import pytest
 
 import compiler
 from compiler import te
-from compiler.codegen.target import LLVMTarget, TargetError
+from compiler.target.errors import TargetError
+from compiler.target.llvm import LLVMTarget
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -48,9 +49,9 @@ def test_targets_llvm_would_abort_on_are_refused(target: str, message: str) -> N
 def test_an_unknown_cpu_message_says_how_to_list_the_known_ones() -> None:
     with pytest.raises(TargetError) as info:
         LLVMTarget.parse("llvm -mcpu=nonexistentcpu")
-    assert "python -m compiler.codegen.llvm_catalogue" in str(info.value)
+    assert "python -m compiler.target.llvm_catalogue" in str(info.value)
     listing = subprocess.run(
-        [sys.executable, "-m", "compiler.codegen.llvm_catalogue"],
+        [sys.executable, "-m", "compiler.target.llvm_catalogue"],
         capture_output=True,
         text=True,
         check=True,
@@ -68,8 +69,9 @@ def test_a_target_made_directly_is_checked_before_code_is_generated() -> None:
 CHECK_EVERY_CPU = """
 from compiler import te
 import compiler
-from compiler.codegen.llvm_catalogue import catalogue
-from compiler.codegen.target import TargetError, init_llvm
+from compiler.target.llvm_catalogue import catalogue
+from compiler.target.errors import TargetError
+from compiler.target.llvm import init_llvm
 import llvmlite.binding as llvm
 init_llvm()
 A = te.placeholder((8,), name="A")
@@ -127,7 +129,7 @@ def test_the_cli_refuses_an_unknown_cpu_in_one_line_and_stores_nothing(tmp_path)
 CHECK_FROM_THREADS = """
 import threading
 import compiler
-from compiler.codegen.target import LLVMTarget
+from compiler.target.llvm import LLVMTarget
 start = threading.Barrier(8)
 failed = []
 def check():

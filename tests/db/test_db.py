@@ -1,4 +1,4 @@
-"""What ``SQLDatabase`` does besides the contract (``test_db_contract.py``): canonical
+"""What ``SQLDatabase`` does besides the contracts (``tests/contracts``): canonical
 target spelling, version 1 streams, merge, prune and jobs; on SQLite and PostgreSQL."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from db_helpers import MATMUL, RELU, SKYLAKE, ZEN, split_trace
 
 from compiler.errors import ErrorKind
-from compiler.schedule.tuned import canonical_target
+from compiler.target.parse import canonical_target
 from db import (
     JobStatus,
     Measurement,

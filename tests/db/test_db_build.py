@@ -17,12 +17,14 @@ from db_helpers import RELU
 
 import compiler
 from compiler import te
-from compiler.codegen.target import LLVMTarget, TargetError
 from compiler.ir.function import IRModule, PrimFunc
 from compiler.ir.structural import structural_equal
 from compiler.schedule import Schedule
 from compiler.schedule.trace import Trace
-from compiler.schedule.tuned import apply_best, canonical_target
+from compiler.target.errors import TargetError
+from compiler.target.llvm import LLVMTarget
+from compiler.target.parse import canonical_target
+from compiler.tuned.lookup import apply_best
 from compiler.workload.key import workload_key
 from compiler.workload.spec import workload_from_spec
 from db import Measurement, MemoryDatabase

@@ -19,10 +19,11 @@ from sqlalchemy import inspect, text
 
 from compiler.errors import ErrorKind
 from compiler.schedule.trace import TRACE_FORMAT_VERSION
-from compiler.schedule.tuned import canonical_target
+from compiler.target.parse import canonical_target
 from db import ConnectError, Measurement, Purpose, SchemaError, SQLDatabase, migrate, model_files
 from db.compiler_border import trace_hash
-from db.engine import default_sqlite_path, default_url, open_engine
+from db.engine import open_engine
+from db.environment import default_sqlite_path, default_url
 from db.models import Base
 from tuner.cli.main import main
 

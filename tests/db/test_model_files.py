@@ -1,5 +1,5 @@
-"""Model files in the database: stored once per set of shapes, in pieces, from bytes or
-from a file, and read back whole."""
+"""Model files in SQL: stored in pieces and read back whole (what every implementation
+does with a model file is in ``tests/contracts/test_model_store_contract.py``)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ import hashlib
 import io
 
 import numpy as np
-import pytest
 from sqlalchemy import text
 
-from db import RecordError, model_files
+from db import model_files
 from db.engine import open_engine
 
 
@@ -37,15 +36,3 @@ def test_a_file_is_stored_in_pieces_and_read_back_whole(
     assert copy.getvalue() == content
     again, stored_now = database.commit_model_file("n", content, {"x": [1, 2]})
     assert (again.id, again.name, stored_now) == (stored.id, "m", False)
-
-
-def test_an_empty_file_is_refused_and_nothing_is_stored(database):
-    with pytest.raises(RecordError, match="it is empty"):
-        database.commit_model_file("m", io.BytesIO(), {})
-    with pytest.raises(RecordError, match="no model file with id 1"):
-        database.model_file(1)
-
-
-def test_reading_a_model_that_is_not_stored_is_a_record_error(database):
-    with pytest.raises(RecordError, match="no model file with id 7"):
-        database.write_model_content(7, io.BytesIO())

@@ -15,10 +15,10 @@ import functools
 import llvmlite.binding as llvm
 
 from compiler import te
-from compiler.codegen.cuda_target import CudaTarget
 from compiler.codegen.ptx_link import link_ptx
 from compiler.ir import PrimFunc
 from compiler.runtime.gpu_binary import BufferSpec, GPUBinary, GPUFunction, KernelLaunch
+from compiler.target.cuda import CudaTarget
 
 BLOCK = 256
 BLOCKS = 4

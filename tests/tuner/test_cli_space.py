@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import compiler
-from compiler.schedule.tuned import apply_best
+from compiler.tuned.lookup import apply_best
 from compiler.workload.spec import workload_from_spec
 from db import SQLDatabase
 from tuner.cli.main import main

@@ -17,7 +17,7 @@ import pytest
 
 import compiler
 from compiler.runtime.cuda_driver import cuda_available
-from compiler.schedule.tuned import canonical_target
+from compiler.target.parse import canonical_target
 from compiler.workload.key import workload_key
 from compiler.workload.spec import workload_from_spec
 from db import JobStatus, Purpose

@@ -17,13 +17,13 @@ import pytest
 from generated_cases import inputs
 from gpu_simulator import simulate
 
-from compiler.codegen.cuda_target import CudaTarget
 from compiler.codegen.llvm_types import CodegenError
 from compiler.cuda_build import build_cuda_binary
 from compiler.ir.function import IRModule, PrimFunc
 from compiler.lower.gpu_kernels import lower_gpu
 from compiler.schedule import Schedule, ScheduleError, Trace
 from compiler.schedule import primitives as P
+from compiler.target.cuda import CudaTarget
 from compiler.topi.reference import NUMPY_REFERENCES
 from compiler.workload.spec import normalize_spec, workload_from_normalized_spec
 from tuner.space.base import Decisions, TraceCandidate

@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 from gpu_simulator import simulate
 
-from compiler.codegen.cuda_target import CudaTarget
 from compiler.cuda_build import build_cuda_binary
 from compiler.ir.function import IRModule
 from compiler.lower.gpu_kernels import lower_gpu
 from compiler.runtime.gpu_binary import GPUBinary
 from compiler.schedule import ScheduleError
+from compiler.target.cuda import CudaTarget
 from compiler.topi.reference import numpy_function
 from compiler.workload.spec import normalize_spec, workload_from_normalized_spec
 from tuner.space import TemplateSpace

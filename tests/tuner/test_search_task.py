@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from compiler.schedule.tuned import canonical_target
+from compiler.target.parse import canonical_target
 from compiler.workload.key import workload_key
 from compiler.workload.spec import WorkloadError, workload_from_spec
 from tuner.task import TuneTask

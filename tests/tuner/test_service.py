@@ -15,7 +15,7 @@ from db_helpers import MATMUL, ZEN, split_trace
 from service_server import serving
 
 from compiler.errors import ErrorKind
-from compiler.schedule.tuned import canonical_target
+from compiler.target.parse import canonical_target
 from db import Job, JobStatus, Measurement, Role, WorkloadEntry
 from tuner.cli.commands import build_parser
 from tuner.cli.main import main

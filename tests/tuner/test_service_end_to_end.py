@@ -18,7 +18,7 @@ from service_server import serving
 import compiler
 import workers
 from compiler.ir import IRModule
-from compiler.schedule.tuned import apply_best
+from compiler.tuned.lookup import apply_best
 from compiler.workload.spec import workload_from_spec
 from db import Job, JobStatus, Role, SQLDatabase
 from tuner.client import Client

@@ -13,7 +13,7 @@ from workloads import mm_relu
 
 import compiler
 import tuner
-from compiler.schedule.tuned import apply_best
+from compiler.tuned.lookup import apply_best
 from db import Database
 from tuner.search import SearchError
 from tuner.space import SpaceError

@@ -28,10 +28,10 @@ from worker_candidates import TEST_CONFIG, kinds, matmul_candidate
 
 import workers
 from compiler import Schedule
+from compiler.abi.signature import FuncSignature
 from compiler.errors import ErrorKind
 from compiler.runtime.cuda_driver import cuda_available, device_arch
 from compiler.runtime.gpu_binary import BufferSpec, GPUBinary, GPUFunction
-from compiler.runtime.signature import FuncSignature
 from workers import Artifact, BuildResult, Candidate, Workers
 from workers.compile_candidate import build_candidate
 from workers.gpu_measure import GPUMeasurer, decode_binary, encode_binary, signature_mismatch

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from compiler.codegen.target import LLVMTarget
+from compiler.target.llvm import LLVMTarget
 from workers import WorkersError
 from workers.hosts import host_resource, served_targets
 

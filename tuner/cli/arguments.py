@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from compiler.codegen.target import TargetError
-from compiler.codegen.targets import parse_target
+from compiler.target.errors import TargetError
+from compiler.target.parse import parse_target
 
 INT64_MAX = 2**63 - 1
 TARGET_FORMS = (

@@ -13,10 +13,10 @@ from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from typing import NoReturn
 
-from compiler.codegen.target import TargetError
 from compiler.errors import MissingExtraError
 from compiler.graph import GraphError
 from compiler.runtime.cuda_driver import CudaError
+from compiler.target.errors import TargetError
 from db import DatabaseError, ImportSummary, RecordError, Role, SQLDatabase, default_url, migrate
 from db.engine import in_memory, open_engine, shown
 from db.tokens import check_secret

@@ -54,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if logging.lastResort is not None:
         logging.lastResort.addFilter(_not_an_interrupt)
     try:
-        from tuner.cli.commands import run
+        from tuner.cli.commands import run  # start-up: see the module's docstring
 
         return run(argv)
     except KeyboardInterrupt as err:

@@ -22,7 +22,7 @@ from typing import Any
 
 import db
 import workers
-from compiler.codegen.target import TargetError
+from compiler.target.errors import TargetError
 from compiler.workload.spec import WorkloadError, known_ops
 from db import Database, Purpose, RecordError
 from db.record import status_of
@@ -398,7 +398,7 @@ def _key_and_target(args: argparse.Namespace, database: Database) -> tuple[str, 
     """The workload the arguments name, as a stored key, and the canonical target."""
     workload = args.workload
     if workload and args.spec is None and names_a_key(workload):
-        from compiler.schedule.tuned import canonical_target
+        from compiler.target.parse import canonical_target
 
         try:
             target = canonical_target(args.target)

@@ -12,7 +12,7 @@ from fastapi import Depends, HTTPException
 from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from db import ApiToken, Role, SQLDatabase
+from db import ApiToken, Role, TokenStore
 from tuner.service.memo import RecentMemo
 
 bearer = HTTPBearer(auto_error=False, description="an API token: tensortune token create")
@@ -24,7 +24,7 @@ class TokenLookup:
     """The live token of a secret (None for one unknown or revoked), each found one
     kept for TOKEN_FRESH_SECONDS."""
 
-    def __init__(self, database: SQLDatabase) -> None:
+    def __init__(self, database: TokenStore) -> None:
         self.database = database
         self._found: RecentMemo[str, ApiToken | None] = RecentMemo(TOKEN_FRESH_SECONDS)
 

@@ -22,7 +22,7 @@ from fastapi.responses import JSONResponse, RedirectResponse
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
-from db import DatabaseError, RecordError, Role, SQLDatabase, WorkloadEntry
+from db import Database, DatabaseError, RecordError, Role, SQLDatabase, WorkloadEntry
 from tuner.service.access import TokenLookup, caller
 from tuner.service.body_limit import BodyLimit
 from tuner.service.errors import add_error_handlers
@@ -71,7 +71,9 @@ def create_app(
     ``anonymous_reads``; ``/metrics`` needs one (any role) only when ``metrics_token``.
     ``submitted`` is called after each job is stored (to wake a coordinator);
     ``workers_health`` says "ok" or what is wrong with the coordinator and workers of
-    this server (None: it has none, they run apart)."""
+    this server (None: it has none, they run apart). It takes SQL, not any
+    ``db.TuningStore``: a model file is read in a process of its own, which opens the
+    database again by its URL (``model_check``)."""
     app = FastAPI(
         lifespan=_few_route_threads,
         title="tensortune",
@@ -121,7 +123,7 @@ def create_app(
         lambda job_id: stored_job(database, job_id),
         lambda job: flop_counts(database, job),
     )
-    add_model_routes(v1, database, reader, submitter)
+    add_model_routes(v1, database, database.url, reader, submitter)
     app.include_router(v1)
     app.mount("/ui", StaticFiles(directory=DASHBOARD, html=True), name="dashboard")
 
@@ -176,7 +178,7 @@ def _query_names(dependant: Dependant) -> set[str]:
     return names
 
 
-def _entry(database: SQLDatabase, key: str) -> WorkloadEntry:
+def _entry(database: Database, key: str) -> WorkloadEntry:
     try:
         return database.workload(key)
     except RecordError:

@@ -25,9 +25,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 
-from db import ConnectError, Job, JobStatus, JobTask, SQLDatabase
+from db import ConnectError, Job, JobQueue, JobStatus, JobTask, TuningStore
 from db.errors import StorageError
-from db.sql import STALE_AFTER
+from db.jobs import STALE_AFTER
 from tuner.model_tune import ModelTuneOptions, ModelTuneResult, tune_model
 from tuner.progress import Progress
 from tuner.scheduler import TaskState
@@ -64,7 +64,7 @@ class Coordinator:
 
     def __init__(
         self,
-        database: SQLDatabase,
+        database: TuningStore,
         workers: Workers,
         stopping: threading.Event | None = None,
         *,
@@ -142,7 +142,7 @@ class Coordinator:
 
     def _end(self, job: Job, status: JobStatus, *, error: str | None = None) -> Job:
         """End this coordinator's run of the job; a job cancelled or taken over in the
-        meantime keeps the state that others gave it (``db.jobs.end_job`` writes
+        meantime keeps the state that others gave it (``JobQueue.end_job`` writes
         nothing then)."""
         return self.database.end_job(job.id, self.name, status, error=error)
 
@@ -263,7 +263,7 @@ class Coordinator:
 class _TaskProgress(Progress):
     """Progress written to the task's row instead of a terminal."""
 
-    def __init__(self, database: SQLDatabase, row: JobTask, task: TuneTask) -> None:
+    def __init__(self, database: JobQueue, row: JobTask, task: TuneTask) -> None:
         super().__init__(row.trials_asked, label=repr(task))
         self.database = database
         self.row = row

@@ -10,10 +10,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Path, Query
 
 from compiler.schedule.errors import ScheduleError
-from compiler.schedule.replay import replayed
+from compiler.tuned.replay import replayed
 from compiler.workload.key import workload_from_json
 from db import Job as StoredJob
-from db import RecordError, SQLDatabase, WorkloadEntry
+from db import RecordError, TuningStore, WorkloadEntry
 from db.validate import INT64_MAX
 from tuner.service.schemas import (
     NO_JOB,
@@ -34,7 +34,7 @@ NO_RECORD: dict[int | str, dict[str, Any]] = {
 
 def add_history_routes(
     v1: APIRouter,
-    database: SQLDatabase,
+    database: TuningStore,
     reader: Any,
     entry_of: Callable[[str], WorkloadEntry],
     stored_job: Callable[[int], StoredJob],

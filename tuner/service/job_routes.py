@@ -13,7 +13,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 
 import db
-from db import ApiToken, RecordError, Role, SQLDatabase
+from db import ApiToken, Database, JobStore, RecordError, Role, TuningStore
 from db import Job as StoredJob
 from db.jobs import FINAL
 from db.validate import INT64_MAX
@@ -32,7 +32,7 @@ EVENT_POLL_SECONDS = 0.5
 
 def add_job_routes(
     v1: APIRouter,
-    database: SQLDatabase,
+    database: TuningStore,
     reader: Any,
     submitter: Any,
     submitted: Callable[[], None] | None,
@@ -120,7 +120,7 @@ def add_job_routes(
         return _job(database, database.cancel_job(job_id))
 
 
-def stored_job(database: SQLDatabase, job_id: int) -> StoredJob:
+def stored_job(database: JobStore, job_id: int) -> StoredJob:
     """The stored job ``job_id``; 404 when there is none."""
     try:
         return database.job(job_id)
@@ -128,11 +128,11 @@ def stored_job(database: SQLDatabase, job_id: int) -> StoredJob:
         raise HTTPException(status_code=404, detail=f"no job with id {job_id}") from None
 
 
-def _job(database: SQLDatabase, job: StoredJob) -> Job:
+def _job(database: Database, job: StoredJob) -> Job:
     return job_view(job, flop_counts(database, job))
 
 
-def flop_counts(database: SQLDatabase, job: StoredJob) -> dict[str, int | None]:
+def flop_counts(database: Database, job: StoredJob) -> dict[str, int | None]:
     """The flop count of each workload the job tunes, by key."""
     keys = {t.workload_key for t in job.tasks}
     return {entry.key: entry.flop_count for entry in database.workloads(keys)}

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from compiler.codegen.target import TargetError
-from db import Job, RecordError, SQLDatabase
+from compiler.target.errors import TargetError
+from db import Job, RecordError, TuningStore
 from tuner import scheduler
 from tuner.service.model_files import ModelFileError, model_tasks
 from tuner.space_choice import choose_space
@@ -77,7 +77,7 @@ class JobRequest:
         )
 
 
-def submit(database: SQLDatabase, request: JobRequest, *, token_id: int | None = None) -> Job:
+def submit(database: TuningStore, request: JobRequest, *, token_id: int | None = None) -> Job:
     """Check ``request`` whole (every spec, the options, the space of each workload)
     and store it as a queued job with one task per workload, submitted by the token
     ``token_id``. A job of a stored ``model`` gets one task per task of the model worth
@@ -117,7 +117,7 @@ def submit(database: SQLDatabase, request: JobRequest, *, token_id: int | None =
 
 
 def _submit_model(
-    database: SQLDatabase, request: JobRequest, model_id: int, token_id: int | None
+    database: TuningStore, request: JobRequest, model_id: int, token_id: int | None
 ) -> Job:
     """A model job: its tasks on the target, each row's ``trials_asked`` the model's
     budget, the most one task may get (the task scheduler shares it out)."""

@@ -20,7 +20,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from db import JobStatus, SQLDatabase
+from db import JobStatus, TuningStore
 from tuner.service.memo import RecentMemo
 
 # How long the database's counts are served again before they are read anew.
@@ -30,7 +30,7 @@ COUNTS_FRESH_SECONDS = 5.0
 class DatabaseCollector(Collector):
     """Counts read from the database, at most every ``COUNTS_FRESH_SECONDS``."""
 
-    def __init__(self, database: SQLDatabase) -> None:
+    def __init__(self, database: TuningStore) -> None:
         self.database = database
         self._counts: RecentMemo[str, tuple[dict[JobStatus, int], dict[str, int]]] = RecentMemo(
             COUNTS_FRESH_SECONDS
@@ -76,7 +76,7 @@ class _Timed:
             self.latency.labels(path, scope["method"]).observe(time.perf_counter() - start)
 
 
-def add_metrics(app: FastAPI, database: SQLDatabase, dependencies: Sequence[Any]) -> None:
+def add_metrics(app: FastAPI, database: TuningStore, dependencies: Sequence[Any]) -> None:
     """Serve ``/metrics`` (after ``dependencies``: the token check, if any) and time
     every request of ``app``."""
     registry = CollectorRegistry()

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from compiler.graph import Graph, GraphError, import_onnx
-from db import ModelFile, SQLDatabase
+from db import ModelFile, ModelStore
 from tuner.model_tasks import ModelTask, extract_tasks
 from tuner.service.schemas import ModelTaskView, ModelView
 
@@ -53,7 +53,7 @@ def model_contents(graph: Graph) -> ModelContents:
 
 
 def store_model(
-    database: SQLDatabase,
+    database: ModelStore,
     name: str,
     path: str,
     shapes: Mapping[str, Sequence[int]],
@@ -83,7 +83,7 @@ def model_view(stored: ModelFile, new: bool, contents: ModelContents) -> ModelVi
     )
 
 
-def read_stored_model(database: SQLDatabase, stored: ModelFile) -> Graph:
+def read_stored_model(database: ModelStore, stored: ModelFile) -> Graph:
     """The graph of a stored model, imported with its stored shapes. The file is copied
     to a temporary one to import it from: its bytes are never held whole, only their
     parse."""
@@ -93,6 +93,6 @@ def read_stored_model(database: SQLDatabase, stored: ModelFile) -> Graph:
         return read_model(copy.name, stored.shapes)
 
 
-def model_tasks(database: SQLDatabase, model_id: int, target: str) -> list[ModelTask]:
+def model_tasks(database: ModelStore, model_id: int, target: str) -> list[ModelTask]:
     """The tasks of a stored model on ``target``."""
     return extract_tasks(read_stored_model(database, database.model_file(model_id)), target)

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query, Request
 from starlette.concurrency import run_in_threadpool
 
-from db import ApiToken, RecordError, SQLDatabase
+from db import ApiToken, ModelStore, RecordError
 from tuner.model_tasks import parse_input_shapes
 from tuner.service.memo import Memo
 from tuner.service.schemas import NO_MODEL, ModelId, ModelView
@@ -41,8 +41,11 @@ class ModelCheckError(RuntimeError):
     crashes the parser, or one too large for the memory the process may take)."""
 
 
-def add_model_routes(v1: APIRouter, database: SQLDatabase, reader: Any, submitter: Any) -> None:
-    url = database.url  # to the check process on its standard input, never its argv
+def add_model_routes(
+    v1: APIRouter, database: ModelStore, url: str, reader: Any, submitter: Any
+) -> None:
+    """The model routes over ``database``, which the check process opens again at
+    ``url`` (given on its standard input, never its argv)."""
 
     @v1.post("/models", response_model=ModelView, openapi_extra=UPLOAD)
     async def upload_model(
@@ -99,7 +102,7 @@ def _over(token: ApiToken) -> HTTPException:
     )
 
 
-def _stored_view(database: SQLDatabase, url: str, model_id: int) -> ModelView:
+def _stored_view(database: ModelStore, url: str, model_id: int) -> ModelView:
     try:
         database.model_file(model_id)
     except RecordError:

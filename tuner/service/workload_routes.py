@@ -12,7 +12,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 from pydantic import TypeAdapter
 
-from db import Purpose, SQLDatabase, TuningRecord, WorkloadEntry
+from db import Purpose, TuningRecord, TuningStore, WorkloadEntry
 from db.validate import INT64_MAX
 from tuner.service.memo import Memo, RecentMemo
 from tuner.service.schemas import NOT_FOUND, BestQuery, BestSchedule, Record, Workload
@@ -31,7 +31,7 @@ BEST_LIST = TypeAdapter(list[BestSchedule])
 
 def add_workload_routes(
     v1: APIRouter,
-    database: SQLDatabase,
+    database: TuningStore,
     reader: Any,
     entry_of: Callable[[str], WorkloadEntry],
 ) -> None:

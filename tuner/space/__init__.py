@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from compiler.codegen.targets import Target, target_kind
 from compiler.ir.function import PrimFunc
+from compiler.target.parse import Target, target_kind
 from tuner.space import templates as _templates  # noqa: F401  (registers the templates)
 from tuner.space.base import (
     Decisions,

@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from compiler.codegen.cuda_target import CudaTarget
-from compiler.codegen.targets import Target
 from compiler.ir.function import PrimFunc
 from compiler.lower.gpu_kernels import lower_gpu
 from compiler.schedule import Schedule, ScheduleError, Trace
-from compiler.schedule.replay import REPLAYS, ScheduledProgram
+from compiler.target.cuda import CudaTarget
+from compiler.target.parse import Target
+from compiler.tuned.replay import REPLAYS, ScheduledProgram
 from compiler.workload.flops import flop_count
 from compiler.workload.key import workload_key
 

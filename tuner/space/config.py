@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from compiler.codegen.targets import Target
 from compiler.ir.expr import IntImm
 from compiler.schedule import ExprRV, LoopRV, Schedule
+from compiler.target.parse import Target
 from tuner.space.base import SpaceError
 from tuner.space.knobs import Knob, annotate_knob, other_knob, reorder_knob, split_knob
 

@@ -20,7 +20,6 @@ from collections import OrderedDict
 from functools import partial
 from typing import Any
 
-from compiler.codegen.targets import Target, parse_target
 from compiler.ir.analysis import find_block_realize
 from compiler.ir.function import PrimFunc
 from compiler.ir.layout_free import is_conversion
@@ -29,6 +28,7 @@ from compiler.schedule import primitives as P
 from compiler.schedule.primitives.common import const_int
 from compiler.schedule.primitives.dataflow import leaf_realizes
 from compiler.schedule.tile_transform import is_tile_transform, schedule_tile_transform
+from compiler.target.parse import Target, parse_target
 from compiler.workload.key import workload_key
 from tuner.space.base import (
     Decisions,

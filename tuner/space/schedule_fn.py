@@ -15,9 +15,9 @@ from __future__ import annotations
 import traceback
 from collections.abc import Callable
 
-from compiler.codegen.targets import Target, parse_target
 from compiler.ir.function import PrimFunc
 from compiler.schedule import Schedule, ScheduleError, Trace
+from compiler.target.parse import Target, parse_target
 from tuner.space.base import (
     Decisions,
     Domain,

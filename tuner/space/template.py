@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from functools import cached_property
 from typing import Any
 
-from compiler.codegen.targets import Target, parse_target, target_kind
 from compiler.ir.function import PrimFunc
 from compiler.schedule import Schedule, ScheduleError, Trace
+from compiler.target.parse import Target, parse_target, target_kind
 from tuner.space.base import (
     Decisions,
     Domain,

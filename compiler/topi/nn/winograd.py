@@ -38,6 +38,7 @@ from fractions import Fraction
 
 from compiler import te
 from compiler.ir import expr as E
+from compiler.ir.annotations import FLOPS_ATTR
 from compiler.ir.expr import PrimExpr
 from compiler.ir.layout_free import LAYOUT_REWRITE_ATTR
 from compiler.schedule.tile_transform import TILE_TRANSFORM_ATTR
@@ -51,7 +52,6 @@ from compiler.topi.nn.conv2d import (
 )
 from compiler.topi.nn.pad import pad
 from compiler.topi.utils import shape_str
-from compiler.workload.flops import FLOPS_ATTR
 
 Matrix = tuple[tuple[Fraction, ...], ...]
 

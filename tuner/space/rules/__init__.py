@@ -3,9 +3,9 @@ one module per rule, and the rules a CPU or a GPU space applies, in order."""
 
 from __future__ import annotations
 
-from compiler.codegen.cuda_target import CudaTarget
-from compiler.codegen.target import LLVMTarget
-from compiler.codegen.targets import Target
+from compiler.target.cuda import CudaTarget
+from compiler.target.llvm import LLVMTarget
+from compiler.target.parse import Target
 from tuner.space.rules.auto_bind import AutoBind
 from tuner.space.rules.auto_inline import AutoInline
 from tuner.space.rules.base import ScheduleRule

@@ -3,10 +3,10 @@ parallelizing."""
 
 from __future__ import annotations
 
-from compiler.codegen.target import LLVMTarget
 from compiler.ir.expr import IntImm
 from compiler.ir.layout_free import layout_free_params
 from compiler.schedule import BlockRV, LoopRV, Schedule
+from compiler.target.llvm import LLVMTarget
 from tuner.space.base import SpaceError
 from tuner.space.config import ConfigEntity
 

@@ -24,10 +24,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from compiler.codegen.cuda_target import CudaTarget
-from compiler.codegen.llvm_types import byte_size
+from compiler.ir.expr import byte_size
 from compiler.ir.function import PrimFunc
 from compiler.schedule import BlockRV, LoopRV, Schedule
+from compiler.target.cuda import CudaTarget
 from tuner.space.config import ConfigEntity
 from tuner.space.templates.common import divisors
 

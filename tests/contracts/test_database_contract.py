@@ -1,5 +1,6 @@
-"""The contract of ``db.Database``, run the same over every implementation: held in
-memory, an SQLite file, and a real PostgreSQL server."""
+"""The contract of ``db.Database`` (records and workloads), run the same over every
+implementation (``conftest.py``): held in memory, an SQLite file, and a real
+PostgreSQL server."""
 
 from __future__ import annotations
 
@@ -11,15 +12,13 @@ from dataclasses import replace
 
 import pytest
 from db_helpers import MATMUL, RELU, SKYLAKE, ZEN, matmul, split_trace
-from pg_server import fresh_url
 
 import db
 from compiler.errors import ErrorKind
 from compiler.schedule.trace import TRACE_FORMAT_VERSION
-from compiler.schedule.tuned import canonical_target
+from compiler.target.parse import canonical_target
 from compiler.workload.key import workload_key
 from db import (
-    Database,
     DatabaseError,
     Measurement,
     MemoryDatabase,
@@ -27,33 +26,6 @@ from db import (
     RecordError,
     SQLDatabase,
 )
-
-KINDS = ("memory", "sqlite", "postgresql")
-
-
-@pytest.fixture(params=KINDS)
-def make(request, tmp_path):
-    """A function that opens a new, empty database of the parameter's kind."""
-    opened = []
-
-    def open_one() -> Database:
-        if request.param == "memory":
-            database = db.create("memory")
-        else:
-            folder = tmp_path / str(len(opened))
-            folder.mkdir()
-            database = db.create(fresh_url(request.param, folder))
-        opened.append(database)
-        return database
-
-    yield open_one
-    for database in opened:
-        database.close()
-
-
-@pytest.fixture
-def database(make):
-    return make()
 
 
 @pytest.fixture
@@ -77,7 +49,8 @@ def test_create_names_the_kinds_for_a_wrong_one(tmp_path):
     assert isinstance(db.create("memory"), MemoryDatabase)
     with db.create(f"sqlite:///{tmp_path / 'a.db'}") as sql:
         assert isinstance(sql, SQLDatabase)
-    with pytest.raises(DatabaseError, match=r"unknown database 'redis'; .*memory, sql.*sqlite:///"):
+    wrong = r"unknown database 'redis'; give the kind memory or a URL \(sqlite:///"
+    with pytest.raises(DatabaseError, match=wrong):
         db.create("redis")
 
 
@@ -407,3 +380,39 @@ def test_a_cut_or_padded_export_is_refused_whole(database, key, make, cut, messa
     with pytest.raises(RecordError, match=message):
         other.import_jsonl(cut(out.getvalue().splitlines()))
     assert other.workloads() == [] and other.count() == 0
+
+
+def test_a_best_only_export_keeps_the_best_traces_in_commit_order(database, key):
+    database.commit_records([ok(key, f, [f * 1e-4]) for f in (5, 2, 4, 3)])
+    database.commit_records([ok(key, 6, [1e-5], target=SKYLAKE)])
+    database.commit_records(
+        [Measurement.failed(key, ZEN, split_trace(7), ErrorKind.CRASHED, "SIGSEGV")]
+    )
+    out = io.StringIO()
+    assert database.export_jsonl(out, best_k=2) == 3
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    kept = [(d["trace_hash"], d["target"]) for d in lines if d.get("kind") == "record"]
+    newest_first = everything(database)
+    by_factor = {f: newest_first[i] for i, f in enumerate((7, 6, 3, 4, 2, 5))}
+    assert kept == [(by_factor[f].trace_hash, by_factor[f].target) for f in (2, 3, 6)]
+    assert lines[-1] == {"kind": "end", "workloads": 1, "records": 3}
+
+
+def test_a_record_is_found_by_its_id_and_counted_by_its_outcome(database, key):
+    database.commit_records(
+        [
+            ok(key, 2, [2e-4]),
+            Measurement.failed(key, ZEN, split_trace(3), ErrorKind.CRASHED, "SIGSEGV"),
+            ok(key, 4, [1e-4], target=SKYLAKE),
+        ]
+    )
+    newest_first = everything(database)
+    assert [database.record(r.id) for r in newest_first] == newest_first
+    for missing in (0, newest_first[0].id + 1, -3):
+        with pytest.raises(RecordError, match=f"no record with id {missing}"):
+            database.record(missing)
+    assert (database.count(ok=True), database.count(ok=False)) == (2, 1)
+    assert database.count(key, ZEN, ok=True) == 1 and database.count(key, SKYLAKE) == 1
+    assert database.count(error_kind=ErrorKind.CRASHED) == 1
+    assert database.count(error_kind=ErrorKind.TIMEOUT) == 0
+    assert (database.count(stale=True), database.count(stale=False)) == (0, 3)

@@ -10,7 +10,7 @@ they are read from there, once per triple. LLVM prints them only once in a proce
 so the first reading is kept, and readings are made one at a time (two threads
 reading at once would have the second see nothing, and keep that).
 
-Run ``python -m compiler.codegen.llvm_catalogue`` to print them.
+Run ``python -m compiler.target.llvm_catalogue`` to print them.
 """
 
 from __future__ import annotations

@@ -20,12 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from compiler.codegen.cuda_target import CudaTarget
-from compiler.codegen.target import LLVMTarget, TargetError
-from compiler.codegen.targets import Target, parse_target
 from compiler.ir.function import IRModule, PrimFunc
 from compiler.schedule.errors import ScheduleError
-from compiler.schedule.replay import replayed
+from compiler.target.cuda import CudaTarget
+from compiler.target.errors import TargetError
+from compiler.target.llvm import LLVMTarget
+from compiler.target.parse import Target, parse_target
+from compiler.tuned.replay import replayed
 from compiler.workload.key import workload_key
 
 
@@ -42,22 +43,6 @@ class TuningLookup(Protocol):
     def best_seconds(self, workload_key: str, target: str) -> float | None:
         """The run time of that trace, in seconds, or None."""
         ...
-
-
-def canonical_target(target: str | Target) -> str:
-    """The one spelling of a target that records are stored and looked up under:
-    ``"llvm"`` becomes ``"llvm -mcpu=<host cpu> -mattr=<its code-generation
-    features>"``, so records made on one CPU are never mistaken for another's."""
-    return str(parse_target(target))
-
-
-def target_host_kind(target: str | Target) -> str:
-    """What a target says about the hardware, for people reading the database."""
-    parsed = parse_target(target)
-    if isinstance(parsed, CudaTarget):
-        major, minor = parsed.compute_capability
-        return f"NVIDIA GPU, compute capability {major}.{minor}"
-    return f"{parsed.cpu}, {parsed.vector_bits}-bit vectors, {parsed.threads} threads"
 
 
 @dataclass(frozen=True)

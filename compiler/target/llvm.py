@@ -23,8 +23,8 @@ from pathlib import Path
 
 import llvmlite.binding as llvm
 
-from compiler.codegen.llvm_catalogue import catalogue
-from compiler.errors import CompilerError
+from compiler.target.errors import TargetError
+from compiler.target.llvm_catalogue import catalogue
 
 TARGET_FORMS = (
     '"llvm" (the host CPU)',
@@ -55,10 +55,6 @@ CODEGEN_FEATURES = (
 )
 CACHE_DEFAULTS = {"l1d": 32 * 1024, "l2": 1024 * 1024, "l3": 32 * 1024 * 1024}
 CACHE_DIR = Path("/sys/devices/system/cpu/cpu0/cache")
-
-
-class TargetError(CompilerError, ValueError):
-    """A target string that cannot be parsed."""
 
 
 @dataclass(frozen=True)
@@ -294,7 +290,7 @@ def check_supported(target: LLVMTarget, spelled: str) -> None:
             f"target {spelled!r}: LLVM cannot generate code for {triple!r}; leave out "
             f"-mtriple for this machine's ({llvm.get_process_triple()})"
         ) from err
-    listing = f"python -m compiler.codegen.llvm_catalogue lists those of {triple}"
+    listing = f"python -m compiler.target.llvm_catalogue lists those of {triple}"
     if target.cpu not in known.cpus:
         raise TargetError(
             f"target {spelled!r}: LLVM knows no CPU {target.cpu!r}"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from compiler.codegen.target import TargetError
+from compiler.target.errors import TargetError
 
 CUDA_TARGET_FORM = '"cuda -arch=sm_<major><minor>" (e.g. "cuda -arch=sm_80")'
 _ARCH = re.compile(r"^sm_([0-9]+)([0-9])(a?)$")
