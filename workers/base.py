@@ -294,9 +294,10 @@ class MeasureConfig:
     parameters (a model's weights), each timed loop is a single call, with those
     parameters evicted from the CPU's caches before it, as if a model run had last
     read them an inference ago (``compiler.runtime.cache_eviction``; TVM's
-    ``enable_cpu_cache_flush``). Off by default: on ResNet-18's convolutions the warm
-    time predicted the time inside the model as well or better
-    (``benchmarks/cold_weights.py``).
+    ``enable_cpu_cache_flush``). On by default: for ResNet-18 tuned on Zen 5 the
+    kernels' cold times added up to their time inside the model within 1 %, their warm
+    times to 11 % less (``benchmarks/cold_weights.py --database``). A workload without
+    constant parameters (a lone operator) is timed in loops either way.
     ``timeout_s`` bounds loading, checking and timing one candidate (a slow one gets
     fewer repeats rather than pass it; see ``workers.measure``); ``reference_timeout_s``
     bounds computing a workload's reference outputs (once per workload per runner
@@ -310,7 +311,7 @@ class MeasureConfig:
     warmup: int = 0
     flush_cache: bool = False
     flush_bytes: int = 64 << 20
-    cold_weights: bool = False
+    cold_weights: bool = True
     timeout_s: float = 10.0
     reference_timeout_s: float = 120.0
     seed: int = 0

@@ -478,6 +478,6 @@ def test_cold_weights_times_a_model_kernel_call_by_call_with_its_weights_evicted
     cold = measurer.measure(build, dataclasses.replace(config, cold_weights=True))
     assert cold.ok, cold.error
     assert cold.number == 1 and len(cold.run_times) == 4
-    warm = measurer.measure(build, config)
+    warm = measurer.measure(build, dataclasses.replace(config, cold_weights=False))
     assert warm.ok, warm.error
     assert warm.number > 1
