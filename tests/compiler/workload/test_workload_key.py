@@ -21,7 +21,7 @@ from compiler.te import Tensor
 from compiler.workload.key import workload_from_json, workload_key, workload_to_json
 from compiler.workload.spec import WorkloadError, known_ops, workload_from_spec
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def ph(*shape: int, name: str = "input") -> Tensor:

@@ -44,7 +44,7 @@ from compiler.schedule.default import (
 from compiler.schedule.schedule import SCHEDULED_ATTR
 from compiler.workload.spec import workload_from_spec
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 AVX2 = "llvm -mcpu=znver3 -num-cores=2"  # 8 float32 lanes, two threads, on any x86-64 host
 
 

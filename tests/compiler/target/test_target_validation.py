@@ -16,7 +16,7 @@ from compiler import te
 from compiler.target.errors import TargetError
 from compiler.target.llvm import LLVMTarget
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def small_func():

@@ -43,7 +43,7 @@ from compiler.ir.stmt import (
 from compiler.ir.structural import structural_equal
 from compiler.schedule import Schedule
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def every_node_kind() -> PrimFunc:

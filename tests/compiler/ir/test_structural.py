@@ -20,7 +20,7 @@ from compiler.ir.node import Node, transform_pre
 from compiler.ir.stmt import BlockRealize, BufferStore, For, ForKind, SeqStmt
 from compiler.ir.structural import structural_equal, structural_hash
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def replace_first(func: PrimFunc, kind: type, change: Any) -> PrimFunc:
