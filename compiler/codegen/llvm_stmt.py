@@ -18,7 +18,7 @@ from compiler.arith.linear import stride
 from compiler.codegen.llvm_context import ModuleContext
 from compiler.codegen.llvm_expr import ExprEmitter
 from compiler.codegen.llvm_types import INDEX_TYPE, CodegenError, storage_type
-from compiler.codegen.loop_independence import iterations_disjoint
+from compiler.codegen.loop_independence import disjoint_stride
 from compiler.ir import expr as E
 from compiler.ir.analysis import free_vars
 from compiler.ir.buffer import Buffer
@@ -122,8 +122,12 @@ class FunctionEmitter(ExprEmitter):
     def _loop_with(self, loop: For, low: str, high: str, properties: list[str]) -> None:
         """``loop`` over ``[low, high)`` with the ``llvm.loop`` ``properties``, and
         ``llvm.loop.parallel_accesses`` where its iterations touch disjoint memory
-        (``loop_independence``): its loads and stores then join its access group."""
-        parallel = iterations_disjoint(loop, self._memory_of)
+        (``loop_independence``) one element apart: its loads and stores then join its
+        access group. A loop whose iterations are further apart is left unmarked: once
+        the loops inside were unrolled, LLVM's vectorizer grouped its strided accesses
+        and reordered the loads and stores of one iteration to one element (LLVM 20:
+        Winograd's batched GEMM over a tile accumulating in memory returned NaN)."""
+        parallel = disjoint_stride(loop, self._memory_of) == 1
         if parallel:
             group = self.module.access_group()
             properties = [*properties, f'!"llvm.loop.parallel_accesses", {group}']

@@ -5,8 +5,9 @@ through memory, and that analysis compares every pair of accesses to the same
 buffer. A register tile unrolled inside a loop that keeps its accumulators in
 memory gives a body of thousands of accesses, and LoopLoadElimination then spent
 1.3-3.0 s of a 2-3 s build on such candidates (a quarter of ResNet-18's random
-points, znver5). A loop whose iterations are proved independent here carries
-``llvm.loop.parallel_accesses``, and LLVM skips that comparison for it.
+points, znver5). A loop whose iterations are proved independent here, one element
+apart, carries ``llvm.loop.parallel_accesses``, and LLVM skips that comparison for it
+(``FunctionEmitter._loop_with`` says why one element apart).
 
 The proof reads each flat index as mixed-radix digits. For each buffer the loop
 writes, every access to it (load or store) must have the index
@@ -53,10 +54,11 @@ class _Access:
         return self.stride, self.big, self.outer
 
 
-def iterations_disjoint(loop: For, storage: Callable[[Buffer], Hashable]) -> bool:
-    """Whether no element that an iteration of ``loop`` writes is read or written by
-    another iteration; ``storage`` names the memory a buffer is (two buffers of one
-    pointer are one storage). False when the loop writes nothing or it is not proved."""
+def disjoint_stride(loop: For, storage: Callable[[Buffer], Hashable]) -> int | None:
+    """When no element that an iteration of ``loop`` writes is read or written by
+    another iteration, the largest number of elements its written accesses move by
+    per iteration; ``storage`` names the memory a buffer is (two buffers of one
+    pointer are one storage). None when the loop writes nothing or it is not proved."""
     inner: dict[int, tuple[int, int]] = {}
     bound: set[int] = {id(loop.loop_var)}
     accesses: dict[Hashable, list[PrimExpr]] = {}
@@ -78,31 +80,32 @@ def iterations_disjoint(loop: For, storage: Callable[[Buffer], Hashable]) -> boo
 
     visit(loop.body, collect)
     if not written or None in written:
-        return False
-    return all(_disjoint(accesses[key], loop, inner, bound) for key in written)
+        return None
+    strides = [_disjoint_stride(accesses[key], loop, inner, bound) for key in written]
+    return None if None in strides else max(s for s in strides if s is not None)
 
 
-def _disjoint(
+def _disjoint_stride(
     indices: list[PrimExpr], loop: For, inner: dict[int, tuple[int, int]], bound: set[int]
-) -> bool:
+) -> int | None:
     accesses = [_access(index, loop.loop_var, inner, bound) for index in indices]
     found = [a for a in accesses if a is not None]
     if len(found) < len(accesses) or len({a.shape for a in found}) != 1:
-        return False
+        return None
     stride, big = abs(found[0].stride), found[0].big
     span = max(a.high for a in found) - min(a.low for a in found)
     if stride == 0 or span >= stride:
-        return False
+        return None
     if big:
         extent = _const(loop.extent)
         if extent is None:
-            return False
+            return None
         span += stride * (extent - 1)
     for coeff, first, last in sorted(big, key=lambda term: abs(term[0])):
         if abs(coeff) <= span:
-            return False
+            return None
         span += abs(coeff) * (last - first)
-    return True
+    return stride
 
 
 def _access(

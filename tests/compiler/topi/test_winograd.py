@@ -10,7 +10,7 @@ import random
 import numpy as np
 import pytest
 from graph_builder import CONV, GraphBuilder
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from quick_measure import QUICK
 
@@ -244,6 +244,9 @@ def to_blocked(x: np.ndarray, block: int) -> np.ndarray:
 
 
 @settings(max_examples=6, deadline=None)
+# One 2x2 tile of four channels in and out: LLVM reordered the loads and stores of the
+# batched GEMM's accumulator once its tile loop was marked parallel (NaN out).
+@example(blocks=1, out_blocks=1, block=4, out_block=4, height=3, width=3, padding=0, tile=2, seed=0)
 @given(
     blocks=st.integers(1, 2),
     out_blocks=st.integers(1, 2),
