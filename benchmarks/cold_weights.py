@@ -23,6 +23,7 @@ machine meanwhile.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from dataclasses import replace
@@ -155,7 +156,7 @@ def main() -> None:
             f"{task.kind[:42]:42} {calls:>5} {warm:8.3f} {cold:8.3f} {model:8.3f} "
             f"{model / warm:10.2f} {model / cold:10.2f}"
         )
-        if model == model:  # an algorithm the model does not run has no in-model time
+        if not math.isnan(model):  # an algorithm the model does not run has no time in it
             sums = [total + calls * ms for total, ms in zip(sums, (warm, cold, model), strict=True)]
     if args.database is None:
         return  # each convolution ran every algorithm: there is no one model run to sum

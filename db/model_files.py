@@ -39,6 +39,8 @@ class ModelFile:
 
 
 class ModelStore(abc.ABC):
+    """Uploaded model files as the service keeps them: stored once, described, read."""
+
     @abc.abstractmethod
     def commit_model_file(
         self,

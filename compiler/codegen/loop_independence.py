@@ -81,8 +81,13 @@ def disjoint_stride(loop: For, storage: Callable[[Buffer], Hashable]) -> int | N
     visit(loop.body, collect)
     if not written or None in written:
         return None
-    strides = [_disjoint_stride(accesses[key], loop, inner, bound) for key in written]
-    return None if None in strides else max(s for s in strides if s is not None)
+    strides = []
+    for key in written:
+        stride = _disjoint_stride(accesses[key], loop, inner, bound)
+        if stride is None:
+            return None
+        strides.append(stride)
+    return max(strides)
 
 
 def _disjoint_stride(
