@@ -1,4 +1,4 @@
-"""Which timing of a model's kernel predicts its time inside the model: ResNet-18's
+"""Which timing of a model's kernel predicts its time inside the model: a model's
 kernels timed by the runner with warm weights (calibrated loops of calls), with the
 weights evicted from the caches before each call (``MeasureConfig.cold_weights``, the
 default), and inside the model.
@@ -6,11 +6,13 @@ default), and inside the model.
     python benchmarks/cold_weights.py            # the 3x3 convolutions' default schedules
     python benchmarks/cold_weights.py --small    # the same on the shrunken model, seconds
     python benchmarks/cold_weights.py --database r18.db   # the kernels a tuned model runs
+    python benchmarks/cold_weights.py --model mobilenet --database m.db
 
 Without ``--database``, every 3x3 convolution runs each algorithm (direct, Winograd
 F(2x2) and F(4x4)) on its default schedule: the model is built once per algorithm from a
 database holding only that algorithm's measurements. With ``--database`` (an SQLite
-file that ``benchmarks/model.py --database`` tuned ResNet-18 into), the model is built
+file that ``benchmarks/model.py --database`` tuned the model into; ResNet-18 unless
+``--model`` names another of that script's models), the model is built
 from it and each kernel it runs is timed with its best trace. A kernel's in-model time
 is the least of five medians over ten runs of the model (``GraphModule.profile``), as
 the runner's is the fastest of its runs. A row per kernel: the three times in ms and
@@ -26,6 +28,7 @@ import argparse
 import math
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -33,6 +36,7 @@ if sys.path and os.path.abspath(sys.path[0] or os.curdir) == _HERE:
     del sys.path[0]  # run as a script, this file would shadow the packages it measures
 
 import numpy as np  # noqa: E402
+import onnx  # noqa: E402
 
 import db  # noqa: E402
 import workers  # noqa: E402
@@ -44,12 +48,16 @@ from tuner.model_tasks import ModelTask, extract_tasks  # noqa: E402
 from workers import Candidate, MeasureConfig, RunResult  # noqa: E402
 
 sys.path.append(_HERE)  # the packages are imported: now the sibling modules can be
-from model_zoo import FULL, SMALL, resnet18  # noqa: E402
+from model_zoo import FULL, SMALL, Size, mobilenet_v2, resnet18  # noqa: E402
 
 PROFILE_RUNS = 10
 PROFILES = 5
 COLD = MeasureConfig(repeat=10, cold_weights=True)
 WARM = replace(COLD, cold_weights=False)
+MODELS: dict[str, Callable[[np.random.Generator, Size], onnx.ModelProto]] = {
+    "resnet18": lambda rng, size: resnet18(rng, size.resnet),
+    "mobilenet": lambda rng, size: mobilenet_v2(rng, size.mobilenet),
+}
 
 
 def measured(candidates: list[Candidate], config: MeasureConfig) -> list[RunResult]:
@@ -136,15 +144,16 @@ def tuned_rows(graph: Graph, path: str) -> list[tuple[ModelTask, int, float, flo
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--small", action="store_true", help="the shrunken ResNet-18")
+    parser.add_argument("--model", choices=sorted(MODELS), default="resnet18")
+    parser.add_argument("--small", action="store_true", help="the shrunken model")
     parser.add_argument(
-        "--database", metavar="PATH", help="an SQLite file ResNet-18 was tuned into"
+        "--database", metavar="PATH", help="an SQLite file the model was tuned into"
     )
     args = parser.parse_args()
     if args.database is not None and not os.path.isfile(args.database):
         parser.error(f"--database {args.database!r}: no such file")
     size = SMALL if args.small else FULL
-    graph = import_onnx(resnet18(np.random.default_rng(0), size.resnet))
+    graph = import_onnx(MODELS[args.model](np.random.default_rng(0), size))
     rows = default_rows(graph) if args.database is None else tuned_rows(graph, args.database)
     print(
         f"{'task':42} {'calls':>5} {'warm ms':>8} {'cold ms':>8} {'model ms':>8} "

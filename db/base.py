@@ -50,9 +50,12 @@ class Database(abc.ABC):
         """The stored workloads (those of ``keys`` only, when given), oldest first."""
 
     @abc.abstractmethod
-    def commit_records(self, measurements: Iterable[Measurement]) -> int:
+    def commit_records(self, measurements: Iterable[Measurement], *, built: bool = False) -> int:
         """Store every measurement at once and return how many; raises RecordError
-        naming the first bad one (``records[i]``), storing none."""
+        naming the first bad one (``records[i]``), storing none. ``built``: the
+        caller's workers built every successful measurement's trace on its workload (a
+        tuning loop's), so a success's trace applies and is not replayed again; a
+        failure's, and every trace from outside (an import, a request), is."""
 
     @abc.abstractmethod
     def best(

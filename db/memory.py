@@ -70,14 +70,14 @@ class MemoryDatabase(MemoryStores, TuningStore):
         wanted = set(keys)
         return [w for key, w in self._workloads.items() if key in wanted]
 
-    def commit_records(self, measurements: Iterable[Measurement]) -> int:
+    def commit_records(self, measurements: Iterable[Measurement], *, built: bool = False) -> int:
         batch = list(measurements)
         for i, measurement in enumerate(batch):
             check_fields(measurement, f"records[{i}]")
         for key, digest in self._stored_hashes(batch):
             self._checker.remember(key, digest)
         workloads = {key: w.json for key, w in self._workloads.items()}
-        rows = checked_rows(batch, workloads, self._checker, VERSION)
+        rows = checked_rows(batch, workloads, self._checker, VERSION, built=built)
         self._check_jobs_exist({m.job_id for m in batch if m.job_id is not None})
         for (row, target), measurement in zip(rows, batch, strict=True):
             self._append(row, measurement.workload_key, target)

@@ -146,12 +146,12 @@ class SQLDatabase(TuningStore):
 
     # records ---------------------------------------------------------------------
 
-    def commit_records(self, measurements: Iterable[Measurement]) -> int:
+    def commit_records(self, measurements: Iterable[Measurement], *, built: bool = False) -> int:
         batch = list(measurements)
         for i, measurement in enumerate(batch):
             check_fields(measurement, f"records[{i}]")
         with self._engine.connect() as connection:
-            rows = self._checked_rows(connection, batch)
+            rows = self._checked_rows(connection, batch, built)
         with self._writer.begin() as connection:
             workloads = workload_rows(connection, {m.workload_key for m in batch})
             targets = ensure_targets(connection, {target for _, target in rows})
@@ -164,16 +164,17 @@ class SQLDatabase(TuningStore):
         return len(stored)
 
     def _checked_rows(
-        self, connection: Connection, batch: list[Measurement]
+        self, connection: Connection, batch: list[Measurement], built: bool
     ) -> list[tuple[dict[str, Any], str]]:
         """The batch's rows, its traces checked unless this database already holds
-        them for their workload (they were checked when they came in)."""
+        them for their workload (they were checked when they came in) or they were
+        ``built`` successfully."""
         workloads = workload_rows(connection, {m.workload_key for m in batch})
         hashes = {trace_hash(canonical_trace(m.trace)) for m in batch}
         for key, digest in stored_hashes(connection, workloads.values(), hashes):
             self._checker.remember(key, digest)
         by_key = {key: row.json for key, row in workloads.items()}
-        return checked_rows(batch, by_key, self._checker, self._version)
+        return checked_rows(batch, by_key, self._checker, self._version, built=built)
 
     def best(
         self, workload_key: str, target: str, k: int = 1, *, purpose: Purpose | None = None

@@ -5,7 +5,8 @@ it succeeded; a failure needs its message; and its trace must replay on its
 workload, so the database never holds a schedule the compiler cannot apply.
 Replaying costs milliseconds, so a ``TraceChecker`` remembers which traces it has
 seen replay on which workload, and the database skips traces it already stores
-for that workload (they were checked when they came in).
+for that workload (they were checked when they came in) and traces its caller
+says its workers built (a build replays the trace first).
 """
 
 from __future__ import annotations
@@ -60,10 +61,17 @@ def target_key(target: str, where: str) -> str:
 
 
 def checked_rows(
-    batch: list[Measurement], workloads: Mapping[str, str], checker: TraceChecker, version: str
+    batch: list[Measurement],
+    workloads: Mapping[str, str],
+    checker: TraceChecker,
+    version: str,
+    *,
+    built: bool = False,
 ) -> list[tuple[dict[str, Any], str]]:
     """Each measurement's stored columns and canonical target, checked against the
-    workloads' JSON by key; raises RecordError naming the first bad one."""
+    workloads' JSON by key (the trace of a success the caller's workers ``built`` is
+    not replayed again: building replayed it); raises RecordError naming the first
+    bad one."""
     created = datetime.now(UTC)
     rows = []
     for i, m in enumerate(batch):
@@ -78,7 +86,10 @@ def checked_rows(
         target = target_key(m.target, where)
         trace = canonical_trace(m.trace)
         digest = trace_hash(trace)
-        checker.check(m.workload_key, workload_json, trace, digest, where)
+        if built and error_kind is None:
+            checker.remember(m.workload_key, digest)
+        else:
+            checker.check(m.workload_key, workload_json, trace, digest, where)
         row = {
             "trace": trace,
             "trace_hash": digest,

@@ -413,7 +413,7 @@ class _Loop:
         runs = self.workers.measure(candidates) if candidates else []
         key = self.task.workload_key
         self.database.commit_records(
-            to_measurement(run, job_id=self.job_id, key=key) for run in runs
+            (to_measurement(run, job_id=self.job_id, key=key) for run in runs), built=True
         )
         return runs
 

@@ -1,9 +1,15 @@
 """Building one candidate, in whatever process a backend runs it: replay the trace on
 the workload, compile, link a shared library, and return its bytes (for a cuda
-target, the GPUBinary's JSON)."""
+target, the GPUBinary's JSON).
+
+A builder process builds many candidates of a few workloads, so it parses each
+workload's JSON once (``WORKLOADS_KEPT`` of them): a convolution of a model is
+62 kB of JSON and milliseconds to parse. The parsed function is never changed (a
+schedule makes new functions), so the candidates can share it."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tempfile
@@ -13,7 +19,7 @@ import compiler
 from compiler.abi.signature import FuncSignature
 from compiler.build import build_cuda, build_llvm
 from compiler.errors import CompilerError, ErrorKind
-from compiler.ir import IRModule
+from compiler.ir import IRModule, PrimFunc
 from compiler.runtime import Module
 from compiler.runtime.cuda_module import entry_name
 from compiler.schedule.trace import Trace
@@ -21,6 +27,8 @@ from compiler.workload.key import workload_from_json
 from workers.base import Artifact, BuildResult, Candidate
 from workers.gpu_measure import encode_binary
 from workers.hosts import is_gpu_target
+
+WORKLOADS_KEPT = 8
 
 
 def build_candidate(candidate: Candidate) -> BuildResult:
@@ -47,7 +55,7 @@ def _failed(candidate: Candidate, kind: ErrorKind, err: Exception, start: float)
 
 
 def _build(candidate: Candidate) -> Artifact:
-    func = workload_from_json(candidate.workload)
+    func = _workload(candidate.workload)
     trace = Trace.from_json(candidate.trace)
     sch = compiler.Schedule(func)
     trace.apply_to_schedule(sch)
@@ -56,6 +64,11 @@ def _build(candidate: Candidate) -> Artifact:
     module = build_llvm(sch.mod, target=candidate.target)
     function = module.entry_name
     return Artifact(_library_bytes(module), function, _signature_text(module[function].signature))
+
+
+@functools.lru_cache(maxsize=WORKLOADS_KEPT)
+def _workload(text: str) -> PrimFunc:
+    return workload_from_json(text)
 
 
 def _build_gpu(mod: IRModule, target: str) -> Artifact:

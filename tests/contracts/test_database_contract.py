@@ -232,6 +232,20 @@ def test_bad_input_is_a_record_error_naming_it_and_stores_nothing(database, key)
     assert everything(database) == before
 
 
+def test_a_built_success_is_trusted_by_its_hash_and_a_built_failure_is_replayed(database, key):
+    """A tuning loop's workers built each success on its workload, which replayed its
+    trace: the database does not replay it again. The trace here does not replay on
+    the workload, so only a skipped replay stores it."""
+    foreign = split_trace(2, RELU)
+    with pytest.raises(RecordError, match="does not replay on workload"):
+        database.commit_records([Measurement.ok(key, ZEN, foreign, [1e-3])])
+    failure = Measurement.failed(key, ZEN, foreign, ErrorKind.BUILD_ERROR, "no")
+    with pytest.raises(RecordError, match=r"records\[0\]: the trace does not replay"):
+        database.commit_records([failure], built=True)
+    assert database.commit_records([Measurement.ok(key, ZEN, foreign, [1e-3])], built=True) == 1
+    assert [r.run_times for r in everything(database)] == [(1e-3,)]
+
+
 def _comparable(records):
     return [(r.workload_key, r.target, r.trace_hash, r.purpose, r.error_kind, r.run_times,
              r.min_seconds, r.error, r.worker_host, r.created_at, r.trace_version,

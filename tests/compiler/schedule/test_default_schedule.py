@@ -274,6 +274,67 @@ def test_an_elementwise_chain_after_a_reduction_becomes_one_pass(rng) -> None:
     np.testing.assert_allclose(got, np.maximum(clip[:, :-1], clip[:, 1:]), rtol=1e-5, atol=1e-5)
 
 
+def _blocked_pointwise_conv(residual: bool) -> PrimFunc:
+    """A 1x1 convolution in NCHW[16]c, then + bias and a clip (and + a residual of
+    the output's shape)."""
+    data = te.placeholder((1, 2, 12, 28, 16), "float32", name="data")
+    weight = te.placeholder((3, 2, 16, 16), "float32", name="weight")
+    bias = te.placeholder((3, 16), "float32", name="bias")
+    rco = te.reduce_axis((0, 2), name="rco")
+    rci = te.reduce_axis((0, 16), name="rci")
+    conv = te.compute(
+        (1, 3, 12, 28, 16),
+        lambda n, oo, y, x, oi: te.sum(
+            data[n, rco, y, x, rci] * weight[oo, rco, rci, oi], axis=[rco, rci]
+        ),
+        name="conv",
+    )
+    out = te.compute(
+        (1, 3, 12, 28, 16),
+        lambda n, oo, y, x, oi: te.min(
+            te.max(conv[n, oo, y, x, oi] + bias[oo, oi], te.const(0.0)), te.const(6.0)
+        ),
+        name="Clip",
+    )
+    if not residual:
+        return te.create_prim_func([data, weight, bias, out])
+    other = te.placeholder((1, 3, 12, 28, 16), "float32", name="other")
+    added = te.compute(
+        (1, 3, 12, 28, 16),
+        lambda n, oo, y, x, oi: conv[n, oo, y, x, oi] + bias[oo, oi] + other[n, oo, y, x, oi],
+        name="Residual",
+    )
+    return te.create_prim_func([data, weight, bias, other, added])
+
+
+@pytest.mark.parametrize("residual", [False, True])
+def test_a_register_tiles_epilogue_is_folded_into_its_write_back_unless_residual(
+    rng, residual: bool
+) -> None:
+    """conv -> + bias -> clip: the clip computes from the register tile as it is written
+    back, so the convolution's output is never a buffer; a residual add (another tensor
+    of the output's size) stays a pass of its own. Both compute what numpy does."""
+    func = _blocked_pointwise_conv(residual)
+    sch = schedule_by_default(func, target=AVX2)
+    folded = [
+        i.inputs["block"].name for i in sch.trace.instructions if i.kind == "reverse_compute_inline"
+    ]
+    blocks = {block.name for block in sch.get_child_blocks(sch.get_block("root"))}
+    allocated = {b.name for b in sch.mod["main"].root_block.alloc_buffers}
+    if residual:
+        assert folded == [] and "Residual" in blocks and "conv" in allocated
+    else:
+        assert folded == ["Clip"] and "Clip" not in blocks and "conv" not in allocated
+    arrays = [rng.standard_normal(shape_of(p)).astype("float32") for p in func.params[:-1]]
+    scheduled = sch.mod["main"].with_attr(SCHEDULED_ATTR, True)
+    got = run(compiler.build(scheduled, AVX2), func, arrays)
+    data, weight, bias = arrays[:3]
+    conv = np.einsum("ncyxi,ocij->noyxj", data, weight)
+    expected = conv + bias[None, :, None, None, :]
+    expected = expected + arrays[3] if residual else np.clip(expected, 0, 6)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
 def test_small_nests_stay_serial() -> None:
     func = default_schedule(spec("add", shape_a=[16, 48], shape_b=[48]), target=AVX2)
     assert kinds(func) == [ForKind.SERIAL, ForKind.VECTORIZED]
