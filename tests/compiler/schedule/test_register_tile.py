@@ -15,12 +15,18 @@ from compiler import te, topi
 from compiler.graph import GraphModule, import_onnx, optimize
 from compiler.graph.blocked_layout import input_block
 from compiler.ir.layout_free import mark_layout_free
+from compiler.ir.node import visit
+from compiler.ir.stmt import For, ForKind
 from compiler.runtime.prepacked import pack_arguments
 from compiler.schedule.default import schedule_by_default
+from compiler.schedule.schedule import SCHEDULED_ATTR
 from compiler.target.llvm import LLVMTarget
 from compiler.topi.reference import conv2d_nchw_im2col
 
 AVX2 = "llvm -mcpu=haswell -num-cores=2"
+# 32 vector registers: schedules are made for it and built for AVX2, which every x86-64
+# host this runs on has.
+AVX512 = "llvm -mcpu=skylake-avx512 -num-cores=2"
 
 
 def blocked_conv(
@@ -45,6 +51,18 @@ def kinds_by_name(sch) -> list[str]:
     return [inst.kind for inst in sch.trace.instructions]
 
 
+def unrolled_extents(sch) -> list[int]:
+    """The extents of the unrolled loops, outermost first."""
+    found: list[int] = []
+
+    def collect(n) -> None:
+        if isinstance(n, For) and n.kind is ForKind.UNROLLED:
+            found.append(int(n.extent))
+
+    visit(sch.mod["main"].body, collect)
+    return found
+
+
 def test_a_blocked_convolution_accumulates_four_columns_of_two_vectors_in_registers() -> None:
     sch = schedule_by_default(blocked_conv(16, 8, 32, 3, 1, 8, 16), target=AVX2)
     kinds = kinds_by_name(sch)
@@ -63,11 +81,20 @@ def test_columns_that_do_not_split_by_four_take_one_vector_and_more_columns() ->
 
 
 def test_avx512_fills_its_32_registers_with_one_vector_a_column() -> None:
-    assert LLVMTarget.parse("llvm -mcpu=skylake-avx512").vector_registers == 32
-    sch = schedule_by_default(
-        blocked_conv(16, 28, 32, 3, 1, 16, 16), target="llvm -mcpu=skylake-avx512 -num-cores=2"
-    )
-    assert "T.unroll(28)" in sch.mod["main"].script()  # 28 + 1 + 1 of 32 registers
+    """One output channel block: no second tile dimension, so the columns fill the
+    registers (28 accumulators, a weight vector and a broadcast value)."""
+    assert LLVMTarget.parse(AVX512).vector_registers == 32
+    sch = schedule_by_default(blocked_conv(16, 28, 16, 3, 1, 16, 16), target=AVX512)
+    assert unrolled_extents(sch)[:1] == [28]
+
+
+def test_avx512_tiles_channel_blocks_by_columns() -> None:
+    """Two output channel blocks: the tile spans both, by 7 columns, so each broadcast
+    input value feeds two multiply-adds (14 accumulators; 2 by 14 would take 31 of
+    the 32 registers). With AVX2's 16 registers no such tile fits: columns only."""
+    func = blocked_conv(16, 28, 32, 3, 1, 16, 16)
+    assert unrolled_extents(schedule_by_default(func, target=AVX512))[:2] == [2, 7]
+    assert unrolled_extents(schedule_by_default(func, target=AVX2))[:1] == [4]
 
 
 def test_a_long_vector_loop_gets_no_register_tile() -> None:
@@ -79,7 +106,7 @@ def test_a_long_vector_loop_gets_no_register_tile() -> None:
     assert "cache_write" not in kinds_by_name(sch)
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=16, deadline=None)
 @given(
     channels=st.sampled_from([3, 8, 16]),
     size=st.integers(5, 17),
@@ -88,16 +115,18 @@ def test_a_long_vector_loop_gets_no_register_tile() -> None:
     kernel=st.sampled_from([1, 3, 5]),
     stride=st.sampled_from([1, 2]),
     seed=st.integers(0, 2**16),
+    scheduled_for=st.sampled_from([AVX2, AVX512]),
 )
 def test_register_tiled_blocked_convolutions_compute_what_numpy_does(
-    channels, size, out_blocks, block, kernel, stride, seed
+    channels, size, out_blocks, block, kernel, stride, seed, scheduled_for
 ) -> None:
     in_block = channels if channels < block else block
     if channels % in_block:
         in_block = channels
     out_channels = out_blocks * block
     func = blocked_conv(channels, size, out_channels, kernel, stride, in_block, block)
-    module = compiler.build(func, AVX2)
+    scheduled = schedule_by_default(func, target=scheduled_for).mod["main"]
+    module = compiler.build(scheduled.with_attr(SCHEDULED_ATTR, True), AVX2)
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((1, channels, size, size)).astype("float32")
     w = rng.standard_normal((out_channels, channels, kernel, kernel)).astype("float32")
