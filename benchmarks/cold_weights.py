@@ -28,7 +28,6 @@ import argparse
 import math
 import os
 import sys
-from collections.abc import Callable
 from dataclasses import replace
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -36,7 +35,6 @@ if sys.path and os.path.abspath(sys.path[0] or os.curdir) == _HERE:
     del sys.path[0]  # run as a script, this file would shadow the packages it measures
 
 import numpy as np  # noqa: E402
-import onnx  # noqa: E402
 
 import db  # noqa: E402
 import workers  # noqa: E402
@@ -48,16 +46,12 @@ from tuner.model_tasks import ModelTask, extract_tasks  # noqa: E402
 from workers import Candidate, MeasureConfig, RunResult  # noqa: E402
 
 sys.path.append(_HERE)  # the packages are imported: now the sibling modules can be
-from model_zoo import FULL, SMALL, Size, mobilenet_v2, resnet18  # noqa: E402
+from model_zoo import FULL, MODELS, SMALL  # noqa: E402
 
 PROFILE_RUNS = 10
 PROFILES = 5
 COLD = MeasureConfig(repeat=10, cold_weights=True)
 WARM = replace(COLD, cold_weights=False)
-MODELS: dict[str, Callable[[np.random.Generator, Size], onnx.ModelProto]] = {
-    "resnet18": lambda rng, size: resnet18(rng, size.resnet),
-    "mobilenet": lambda rng, size: mobilenet_v2(rng, size.mobilenet),
-}
 
 
 def measured(candidates: list[Candidate], config: MeasureConfig) -> list[RunResult]:

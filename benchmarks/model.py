@@ -53,15 +53,10 @@ from tuner.model_tasks import ModelTask, extract_tasks, tuned_tasks  # noqa: E40
 from tuner.model_tune import ModelTuneOptions, ModelTuneResult, tune_model  # noqa: E402
 
 sys.path.append(_HERE)  # the packages are imported: now the sibling modules can be
-from model_zoo import FULL, SMALL, Size, bert_layer, mobilenet_v2, resnet18  # noqa: E402
+from model_zoo import FULL, MODELS, SMALL, Size  # noqa: E402
 from onnx_peer import onnxruntime_version  # noqa: E402
 from record_cost_model_fixture import machine  # noqa: E402
 
-MODELS: dict[str, Callable[[np.random.Generator, Size], onnx.ModelProto]] = {
-    "resnet18": lambda rng, size: resnet18(rng, size.resnet),
-    "bert": lambda rng, size: bert_layer(rng, size.bert),
-    "mobilenet": lambda rng, size: mobilenet_v2(rng, size.mobilenet),
-}
 ORT_RUNS = 20
 OUR_RUNS = 10
 WARMUP_RUNS = 2

@@ -12,7 +12,7 @@ the structure stay those of the full model.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -293,3 +293,11 @@ def _layer_norm(b: _Builder, x: str, name: str, hidden: int) -> str:
 
 def _scalar(b: _Builder, name: str, value: float) -> str:
     return b.constant(name, np.array(value, np.float32))
+
+
+# Each model by name, made with ``rng``'s weights at ``size`` (``FULL`` or ``SMALL``).
+MODELS: dict[str, Callable[[np.random.Generator, Size], onnx.ModelProto]] = {
+    "resnet18": lambda rng, size: resnet18(rng, size.resnet),
+    "bert": lambda rng, size: bert_layer(rng, size.bert),
+    "mobilenet": lambda rng, size: mobilenet_v2(rng, size.mobilenet),
+}

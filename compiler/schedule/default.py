@@ -170,13 +170,17 @@ class _Nest:
     def reads(self, *, skip: Iterable[Buffer] = ()) -> list[tuple[PrimExpr, ...]]:
         """The indices of every load, in loop variables; none of the buffers ``skip``."""
         skipped = {id(b) for b in skip}
-        found: list[tuple[PrimExpr, ...]] = []
+        return [indices for buffer, indices in self.loads() if id(buffer) not in skipped]
+
+    def loads(self) -> list[tuple[Buffer, tuple[PrimExpr, ...]]]:
+        """Every load of the block: its buffer and its indices in loop variables."""
+        found: list[tuple[Buffer, tuple[PrimExpr, ...]]] = []
 
         def collect(n: Node) -> bool | None:
             if isinstance(n, BlockRealize) and n is not self.realize:
                 return False
-            if isinstance(n, E.BufferLoad) and id(n.buffer) not in skipped:
-                found.append(self.bound(n.indices))
+            if isinstance(n, E.BufferLoad):
+                found.append((n.buffer, self.bound(n.indices)))
             return None
 
         visit(self.realize.block.body, collect)
@@ -611,7 +615,7 @@ def _channel_loop(nest: _Nest, row: int, first_reduce: int) -> int | None:
     matrix's rows a whole row apart)."""
     along = nest.loops[-1].loop_var
     row_var = nest.loops[row].loop_var
-    loads = _loads(nest)
+    loads = nest.loads()
     vector_operands = [i for _, i in loads if any(uses_var(x, along) for x in i)]
     broadcast = [(b, i) for b, i in loads if not any(uses_var(x, along) for x in i)]
     if not broadcast or not vector_operands:
@@ -629,21 +633,6 @@ def _channel_loop(nest: _Nest, row: int, first_reduce: int) -> int | None:
         moves_broadcast = any(any(uses_var(x, var) for x in i) for _, i in broadcast)
         if moves_vector and not moves_broadcast:
             found = k
-    return found
-
-
-def _loads(nest: _Nest) -> list[tuple[Buffer, tuple[PrimExpr, ...]]]:
-    """Every load of the block: its buffer and its indices in loop variables."""
-    found: list[tuple[Buffer, tuple[PrimExpr, ...]]] = []
-
-    def collect(n: Node) -> bool | None:
-        if isinstance(n, BlockRealize) and n is not nest.realize:
-            return False
-        if isinstance(n, E.BufferLoad):
-            found.append((n.buffer, nest.bound(n.indices)))
-        return None
-
-    visit(nest.realize.block.body, collect)
     return found
 
 
