@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import compiler
+from compiler.runtime.prepacked import pack_arguments
 from compiler.schedule import ScheduleError, Trace
 from compiler.workload.spec import workload_from_spec
 from tuner.space import TemplateSpace
@@ -47,6 +48,20 @@ SPECS = {
     },
 }
 CONFIGS_PER_TEMPLATE = 10
+AVX2 = "llvm -mcpu=znver3 -mattr=+avx,+avx2"
+AVX512 = "llvm -mcpu=skylake-avx512"
+CONV_56 = {
+    "op": "conv2d_nchw",
+    "args": {
+        "batch": 1,
+        "in_channels": 64,
+        "height": 56,
+        "width": 56,
+        "out_channels": 64,
+        "kernel": 3,
+        "padding": 1,
+    },
+}
 
 
 @pytest.mark.parametrize("name", sorted(SPECS))
@@ -81,7 +96,7 @@ def test_the_matmul_space_holds_the_hand_schedule_and_its_neighbours() -> None:
     """benchmarks/gemm.py's schedule: row blocks of 4 unrolled, panels of 16 vectorized,
     k blocks of 256, B packed per panel, outer rows in parallel."""
     func = workload_from_spec({"op": "matmul", "args": {"m": 1024, "n": 1024, "k": 1024}})
-    space = TemplateSpace(func, "matmul.x86", target="llvm -mcpu=znver3 -mattr=+avx,+avx2")
+    space = TemplateSpace(func, "matmul.x86", target=AVX2)
     wanted = {
         "tile_i": (4, 64, 4),
         "tile_j": (64, 16),
@@ -97,19 +112,7 @@ def test_the_matmul_space_holds_the_hand_schedule_and_its_neighbours() -> None:
 
 
 def test_conv2d_space_has_packing_vector_width_and_parallel_choices() -> None:
-    spec = {
-        "op": "conv2d_nchw",
-        "args": {
-            "batch": 1,
-            "in_channels": 64,
-            "height": 56,
-            "width": 56,
-            "out_channels": 64,
-            "kernel": 3,
-            "padding": 1,
-        },
-    }
-    space = TemplateSpace(workload_from_spec(spec), target="llvm -mcpu=znver3 -mattr=+avx,+avx2")
+    space = TemplateSpace(workload_from_spec(CONV_56), target=AVX2)
     knobs = {k.name: k for k in space.knobs}
     assert knobs["pack_data"].entities == ("none", "rc0")
     assert knobs["pad"].entities == ("inline", "root")
@@ -122,7 +125,7 @@ def test_unit_tiles_are_legal() -> None:
     """Splits with factors of 1 leave loops of extent 1 beside real ones; cache_write and
     decompose_reduction must still see that the tiles cover the domain exactly."""
     func = workload_from_spec(SPECS["matmul.x86"])
-    space = TemplateSpace(func, "matmul.x86", target="llvm -mcpu=znver3 -mattr=+avx,+avx2")
+    space = TemplateSpace(func, "matmul.x86", target=AVX2)
     a = np.random.default_rng(0).standard_normal((12, 9)).astype("float32")
     b = np.random.default_rng(1).standard_normal((9, 40)).astype("float32")
     for rows, reduction in (((2, 6, 1), (9, 1)), ((4, 1, 3), (3, 3)), ((12, 1, 1), (1, 9))):
@@ -138,3 +141,76 @@ def test_unit_tiles_are_legal() -> None:
         out = np.zeros((12, 40), "float32")
         compiler.build(space.program(candidate).func)(a, b, out)
         np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)
+
+
+CONSTANT_KERNEL_CONV = {
+    "op": "conv2d_nchw_bias_relu",
+    "args": {
+        "batch": 1,
+        "in_channels": 5,
+        "height": 6,
+        "width": 10,
+        "out_channels": 32,
+        "kernel": 3,
+        "padding": 1,
+        "stride": 1,
+    },
+    "constants": ["kernel"],
+}
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_the_channels_micro_kernel_computes_the_right_result(stride: int) -> None:
+    """Output channels in vectors, the kernel stored once in the tiles' order and the
+    accumulator channels-last, written back to NCHW with the bias and ReLU: random
+    tiles and reduction orders against the unscheduled convolution."""
+    spec = {**CONSTANT_KERNEL_CONV, "args": {**CONSTANT_KERNEL_CONV["args"], "stride": stride}}
+    func = workload_from_spec(spec)
+    space = TemplateSpace(func, "conv2d_nchw.x86", target=AVX2)
+    knobs = {k.name: k for k in space.knobs}
+    assert knobs["vector"].entities == ("columns", "channels")
+    rng = np.random.default_rng(stride)
+    args = [
+        rng.standard_normal([int(d.value) for d in p.shape]).astype("float32") for p in func.params
+    ]
+    expected = np.empty_like(args[-1])
+    compiler.build(func, default_schedule=False)(*args[:-1], expected)
+    picks = random.Random(stride)
+    for _ in range(6):
+        wanted = {knob.name: picks.choice(knob.entities) for knob in space.knobs}
+        wanted["vector"] = "channels"
+        candidate = space.candidate(space.decisions_of(wanted))
+        built = compiler.build(space.program(candidate).func)
+        packed = pack_arguments(
+            built, built.entry_name, [*args[:-1], np.full_like(expected, np.nan)]
+        )
+        built[built.entry_name](*packed)
+        np.testing.assert_allclose(packed[-1], expected, rtol=1e-4, atol=1e-4, err_msg=str(wanted))
+
+
+def test_the_channels_micro_kernel_needs_a_constant_kernel_and_whole_vectors() -> None:
+    """Without a constant kernel (it could not be stored in the tiles' order) or with
+    output channels that do not fill whole vectors, only the columns micro-kernel is
+    offered."""
+    args = CONSTANT_KERNEL_CONV["args"]
+    for spec in (
+        {"op": "conv2d_nchw_bias_relu", "args": args},
+        {**CONSTANT_KERNEL_CONV, "args": {**args, "out_channels": 12}},
+    ):
+        space = TemplateSpace(workload_from_spec(spec), "conv2d_nchw.x86", target=AVX2)
+        assert "vector" not in {k.name for k in space.knobs}
+
+
+def test_the_channels_micro_kernel_keeps_its_tile_in_vector_registers() -> None:
+    """The tile onnxruntime's convolution uses at 56x56: two vectors of channels by
+    seven columns, vectorized over the channels, with the accumulator channels-last."""
+    func = workload_from_spec({**CONV_56, "constants": ["kernel"]})
+    space = TemplateSpace(func, "conv2d_nchw.x86", target=AVX512)
+    tiles = {k.name: k for k in space.knobs}["channel_tile"].entities
+    sizes = [[int(size) for size in tile.split("x")] for tile in tiles]
+    assert "2x1x7" in tiles and all(b * r * c <= 16 for b, r, c in sizes)
+    wanted = {knob.name: knob.entities[0] for knob in space.knobs}
+    wanted.update(vector="channels", channel_tile="2x1x7")
+    script = space.program(space.candidate(space.decisions_of(wanted))).func.script()
+    assert "T.vectorized(16)" in script and "T.unroll(7)" in script
+    assert 'T.alloc_buffer((1, 56, 56, 64), "float32", scope="local")' in script
