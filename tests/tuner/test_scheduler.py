@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from tuner import scheduler
@@ -51,6 +53,8 @@ def test_an_unknown_kind_or_option_is_refused_naming_the_choices() -> None:
         scheduler.create("greedy")
     with pytest.raises(SchedulerError, match="backward_weight"):
         scheduler.create("gradient", backward_weight=2.0)
+    with pytest.raises(SchedulerError, match="alternative_reach"):
+        scheduler.create("gradient", alternative_reach=0.5)
 
 
 def test_gradient_tunes_a_slower_algorithm_only_while_it_may_overtake_the_fastest() -> None:
@@ -65,6 +69,25 @@ def test_gradient_tunes_a_slower_algorithm_only_while_it_may_overtake_the_fastes
     assert gradient.gradient(far_behind, {"conv": 1e-3}) == 0.0
     close = TaskState(weight=2, trials=4, history=((4, 1.1e-3),), choice="conv")
     assert gradient.gradient(close, {"conv": 1e-3}) < 0.0
+
+
+def test_gradient_gives_a_young_algorithm_within_reach_its_first_trials() -> None:
+    """A Winograd form 1.5x behind the direct one after one round gets rounds before
+    the gradient rule until it has had ``alternative_trials``; one 3x behind, or one
+    that has had them, is left to the rule, which gives it none here."""
+    gradient = scheduler.create("gradient", alternative_trials=64, alternative_reach=2.0)
+    direct = TaskState(weight=2, trials=96, history=((96, 1e-3),), choice="conv")
+    other = TaskState(weight=8, trials=16, history=((16, 1e-3),))  # the rule's pick
+    young = TaskState(weight=2, trials=16, history=((16, 1.5e-3),), choice="conv")
+    assert gradient.next_task([direct, other, young]) == 2
+    far_behind = replace(young, history=((16, 3e-3),))
+    assert gradient.next_task([direct, other, far_behind]) == 1
+    grown = replace(young, trials=64, history=((64, 1.5e-3),))
+    assert gradient.next_task([direct, other, grown]) == 1
+    younger = replace(young, trials=8)
+    assert gradient.next_task([direct, young, other, younger]) == 3  # fewest trials first
+    without = scheduler.create("gradient", alternative_trials=0)
+    assert without.next_task([direct, other, young]) == 1
 
 
 def test_a_task_whose_best_stopped_falling_is_stopped_with_the_reason() -> None:
