@@ -79,13 +79,6 @@ DEFERRED = {
     ("tuner/cost_model/__init__.py", "tuner.cost_model.xgb"): (
         "import time: XGBoost loads only when an XGBoost model is asked for"
     ),
-    ("compiler/ir/expr.py", "compiler.ir.printer"): (
-        "the printer prints every kind of node, reading block accesses (analysis) and "
-        "comparing extents (structural), which import the nodes: `str(node)` reaches it "
-        "when called"
-    ),
-    ("compiler/ir/stmt.py", "compiler.ir.printer"): "as for compiler/ir/expr.py",
-    ("compiler/ir/function.py", "compiler.ir.printer"): "as for compiler/ir/expr.py",
 }
 
 

@@ -1,5 +1,6 @@
 """The loop IR: expressions, statements, blocks, buffers, functions and modules."""
 
+from compiler.ir import printer as _printer  # noqa: F401  (installs the nodes' text forms)
 from compiler.ir.buffer import Buffer
 from compiler.ir.expr import (
     BufferLoad,

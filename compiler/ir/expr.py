@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from compiler.ir.node import Node
+from compiler.ir.node import TEXT_FORMS, Node
 
 INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8")
 FLOAT_DTYPES = ("float16", "float32", "float64")
@@ -139,9 +139,7 @@ class PrimExpr(ExprOp, Node):
         return Cast(check_dtype(dtype), self)
 
     def __str__(self) -> str:
-        from compiler.ir.printer import expr_to_str  # the printer imports the nodes
-
-        return expr_to_str(self)
+        return TEXT_FORMS["expr"](self)
 
     __repr__ = __str__
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from compiler.ir.buffer import Buffer
 from compiler.ir.expr import Var
-from compiler.ir.node import Node, visit
+from compiler.ir.node import TEXT_FORMS, Node, visit
 from compiler.ir.stmt import Block, BlockRealize, Stmt
 
 
@@ -45,9 +45,7 @@ class PrimFunc(Node):
         return found
 
     def script(self, name: str | None = None) -> str:
-        from compiler.ir.printer import func_to_script  # the printer imports the nodes
-
-        return func_to_script(self, name or self.attrs.get("global_symbol", "main"))
+        return TEXT_FORMS["func"](self, name or self.attrs.get("global_symbol", "main"))
 
     def show(self) -> None:
         print(self.script())
@@ -89,9 +87,7 @@ class IRModule(Mapping[str, PrimFunc]):
         return IRModule({**self._functions, name: func})
 
     def script(self) -> str:
-        from compiler.ir.printer import module_to_script  # the printer imports the nodes
-
-        return module_to_script(self)
+        return TEXT_FORMS["module"](self)
 
     def show(self) -> None:
         print(self.script())

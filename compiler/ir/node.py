@@ -16,6 +16,13 @@ N = TypeVar("N", bound="Node")
 T = TypeVar("T")
 
 
+# The text forms of expressions, statements, functions and modules, by kind ("expr",
+# "stmt", "func", "module"). The printer (``compiler.ir.printer``) installs them when
+# the package loads: it reads the analyses, which import the nodes, so the nodes reach
+# it through this table instead of importing it.
+TEXT_FORMS: dict[str, Callable[..., str]] = {}
+
+
 class Node:
     """Base of IR nodes; equality and hashing are by identity (see ``structural``)."""
 

@@ -12,7 +12,7 @@ from compiler.ir import expr as E
 from compiler.ir.analysis import block_accesses
 from compiler.ir.buffer import Buffer
 from compiler.ir.function import IRModule, PrimFunc
-from compiler.ir.node import Node
+from compiler.ir.node import TEXT_FORMS, Node
 from compiler.ir.stmt import (
     Allocate,
     Barrier,
@@ -333,3 +333,6 @@ def module_to_script(mod: IRModule) -> str:
         parts.extend("    " + line for line in text.splitlines())
         parts.append("")
     return "\n".join(parts).rstrip() + "\n"
+
+
+TEXT_FORMS.update(expr=expr_to_str, stmt=stmt_to_str, func=func_to_script, module=module_to_script)

@@ -15,14 +15,12 @@ from typing import Any
 
 from compiler.ir.buffer import Buffer
 from compiler.ir.expr import ExprOp, IntImm, PrimExpr, Range, Var
-from compiler.ir.node import Node
+from compiler.ir.node import TEXT_FORMS, Node
 
 
 class Stmt(Node):
     def __str__(self) -> str:
-        from compiler.ir.printer import stmt_to_str  # the printer imports the nodes
-
-        return stmt_to_str(self)
+        return TEXT_FORMS["stmt"](self)
 
     __repr__ = __str__
 
