@@ -1,11 +1,15 @@
-"""Record the tuning fixture the cost-model tests learn from (run once, by hand).
+"""Record the tuning fixtures the cost-model tests learn from (run once, by hand).
 
-    python benchmarks/record_cost_model_fixture.py   # about ten minutes
+    python benchmarks/record_cost_model_fixture.py                      # about ten minutes
+    python benchmarks/record_cost_model_fixture.py --set cross_task --trials 96  # about 20
 
-Tunes two small workloads (matmul 256^3, and conv2d NCHW 1x16x28x28 with 32 3x3
-filters, pad 1) with random search over their knob templates and the local workers,
-re-times every trace the search measured with care, and writes (trace JSON, seconds
-or None for a failure) per workload spec to ``tests/fixtures/tuning_records.json.gz``,
+The default set tunes two small workloads (matmul 256^3, and conv2d NCHW 1x16x28x28
+with 32 3x3 filters, pad 1) and writes ``tests/fixtures/tuning_records.json.gz``;
+``cross_task`` tunes four convolutions of other shapes, one of them strided, and
+writes ``tests/fixtures/cross_task_records.json.gz``, for a model that must rank a
+workload it was not trained on. Each is tuned with random search over its knob
+template and the local workers; every trace the search measured is re-timed with
+care, and (trace JSON, seconds or None for a failure) per workload spec is written
 with the machine (``lscpu`` model), the load before the run and the date. Random
 search keeps the records an unbiased sample of the space, which is what a ranking
 test wants.
@@ -49,22 +53,27 @@ from tuner.space import space_for  # noqa: E402
 from tuner.task import TuneTask  # noqa: E402
 from tuner.tune import TuneOptions, tune  # noqa: E402
 
-WORKLOADS: tuple[dict[str, Any], ...] = (
-    {"op": "matmul", "args": {"m": 256, "n": 256, "k": 256}},
-    {
+
+def _conv(channels: int, size: int, filters: int, stride: int = 1) -> dict[str, Any]:
+    args = {"batch": 1, "in_channels": channels, "height": size, "width": size}
+    return {
         "op": "conv2d_nchw",
-        "args": {
-            "batch": 1,
-            "in_channels": 16,
-            "height": 28,
-            "width": 28,
-            "out_channels": 32,
-            "kernel": 3,
-            "padding": 1,
-        },
-    },
-)
-FIXTURE = Path(_HERE).parent / "tests" / "fixtures" / "tuning_records.json.gz"
+        "args": {**args, "out_channels": filters, "kernel": 3, "padding": 1, "stride": stride},
+    }
+
+
+# Each set: its workloads and the fixture it writes.
+FIXTURES = Path(_HERE).parent / "tests" / "fixtures"
+SETS: dict[str, tuple[tuple[dict[str, Any], ...], Path]] = {
+    "default": (
+        ({"op": "matmul", "args": {"m": 256, "n": 256, "k": 256}}, _conv(16, 28, 32)),
+        FIXTURES / "tuning_records.json.gz",
+    ),
+    "cross_task": (
+        (_conv(8, 56, 16), _conv(32, 14, 64), _conv(64, 7, 64), _conv(16, 56, 32, stride=2)),
+        FIXTURES / "cross_task_records.json.gz",
+    ),
+}
 MAX_LOAD = 1.5
 # Careful re-timings of every record, each in its own random order; a record keeps
 # the fastest. The two must order at least MIN_AGREEMENT of the pairs alike.
@@ -148,10 +157,13 @@ def pair_agreement(first: np.ndarray, second: np.ndarray) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--set", choices=sorted(SETS), default="default")
     parser.add_argument("--trials", type=int, default=176)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=FIXTURE)
+    parser.add_argument("--out", type=Path, help="default: the set's fixture")
     args = parser.parse_args()
+    workloads, fixture = SETS[args.set]
+    out = args.out or fixture
     load = os.getloadavg()[0]
     if load >= MAX_LOAD:
         sys.exit(f"the one-minute load is {load:.2f}; record when it is below {MAX_LOAD}")
@@ -160,7 +172,7 @@ def main() -> None:
         "machine": machine(),
         "load_before": round(load, 2),
         "recorded": datetime.date.today().isoformat(),
-        "workloads": [record(spec, args.trials, args.seed) for spec in WORKLOADS],
+        "workloads": [record(spec, args.trials, args.seed) for spec in workloads],
     }
     poor = [w["spec"]["op"] for w in document["workloads"] if w["passes_agree"] < MIN_AGREEMENT]
     if poor:
@@ -168,10 +180,10 @@ def main() -> None:
             f"the re-timings of {', '.join(poor)} disagree on more than {1 - MIN_AGREEMENT:.0%} "
             "of pairs: the machine was busy; record again"
         )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with gzip.open(args.out, "wt") as out:
-        json.dump(document, out, separators=(",", ":"))
-    print(f"wrote {args.out} ({args.out.stat().st_size} bytes)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(out, "wt") as written:
+        json.dump(document, written, separators=(",", ":"))
+    print(f"wrote {out} ({out.stat().st_size} bytes)")
 
 
 if __name__ == "__main__":

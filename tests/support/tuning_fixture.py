@@ -1,9 +1,11 @@
-"""The recorded tuning runs of ``tests/fixtures/tuning_records.json.gz``.
+"""The recorded tuning runs of ``tests/fixtures/``.
 
-Random search over the knob templates of matmul 256^3 and a small conv2d, each
-trace re-timed with care by ``benchmarks/record_cost_model_fixture.py``: data for
-cost-model tests, which never time anything themselves. Its metadata names the
-machine, the load when recording began, and how well the timings agree.
+Random search over knob templates, each trace re-timed with care by
+``benchmarks/record_cost_model_fixture.py``: data for cost-model tests, which never
+time anything themselves. ``tuning_records.json.gz`` holds matmul 256^3 and a small
+conv2d; ``cross_task_records.json.gz`` four convolutions of other shapes. Each
+file's metadata names the machine, the load when recording began, and how well the
+timings agree.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from tuner import space as spaces
 from tuner.space import Decisions, Space
 from tuner.task import TuneTask
 
-FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "tuning_records.json.gz"
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURE = FIXTURES / "tuning_records.json.gz"
+CROSS_TASK_FIXTURE = FIXTURES / "cross_task_records.json.gz"
 
 
 @dataclass(frozen=True)
@@ -52,3 +56,13 @@ def recorded_workloads(path: Path = FIXTURE) -> list[RecordedWorkload]:
         name = entry["spec"]["op"]
         loaded.append(RecordedWorkload(name, space, tuple(points), np.array(throughputs)))
     return loaded
+
+
+def pair_accuracy(predicted: np.ndarray, measured: np.ndarray) -> tuple[int, int]:
+    """Pairs of different measured values ordered the same way by the prediction, and
+    all such pairs."""
+    upper = np.triu_indices(len(measured), k=1)
+    truth = np.sign(measured[:, None] - measured[None, :])[upper]
+    guess = np.sign(predicted[:, None] - predicted[None, :])[upper]
+    compared = truth != 0
+    return int((truth == guess)[compared].sum()), int(compared.sum())

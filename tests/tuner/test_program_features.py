@@ -15,7 +15,7 @@ from replay_measurements import (
     sometimes_illegal_space,
     synthetic_seconds,
 )
-from tuning_fixture import recorded_workloads
+from tuning_fixture import pair_accuracy, recorded_workloads
 
 from compiler import te
 from compiler.ir.function import PrimFunc
@@ -162,16 +162,6 @@ def test_a_cache_write_allocation_has_the_size_of_its_tile() -> None:
     assert _value(row, "hot.buffer0_local") == 1
 
 
-def _pair_accuracy(predicted: np.ndarray, measured: np.ndarray) -> tuple[int, int]:
-    """Pairs of different measured values ordered the same way by the prediction, and
-    all such pairs."""
-    upper = np.triu_indices(len(measured), k=1)
-    truth = np.sign(measured[:, None] - measured[None, :])[upper]
-    guess = np.sign(predicted[:, None] - predicted[None, :])[upper]
-    compared = truth != 0
-    return int((truth == guess)[compared].sum()), int(compared.sum())
-
-
 def test_xgboost_on_program_features_ranks_held_out_records() -> None:
     """Trained on 70 % of each recorded workload (the model-based search's targets),
     the model orders the pairs of the other 30 % of successful measurements."""
@@ -191,7 +181,7 @@ def test_xgboost_on_program_features_ranks_held_out_records() -> None:
     model.fit(np.concatenate(train_rows), np.concatenate(train_targets))
     agreed = compared = 0
     for name, rows, throughputs in held_out:
-        right, pairs = _pair_accuracy(model.predict(rows), throughputs)
+        right, pairs = pair_accuracy(model.predict(rows), throughputs)
         print(f"\n{name}: pairwise ranking accuracy {right / pairs:.3f} over {pairs} pairs")
         agreed += right
         compared += pairs
