@@ -32,9 +32,10 @@ from tuner.space_choice import choose_space  # noqa: E402
 from tuner.task import TuneTask  # noqa: E402
 
 sys.path.append(_HERE)  # the packages are imported: now the sibling modules can be
-from record_cost_model_fixture import WORKLOADS  # noqa: E402  (the fixture's workloads)
+from record_cost_model_fixture import SETS  # noqa: E402
 
 KINDS = ("loop_nest", "program")
+WORKLOADS = SETS["default"][0]  # the default fixture's workloads
 
 
 def legal_points(space: Space, count: int, seed: int) -> list[Decisions]:
