@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import compiler
+from compiler.ir.function import PrimFunc
 from compiler.runtime.prepacked import pack_arguments
 from compiler.schedule import ScheduleError, Trace
 from compiler.workload.spec import workload_from_spec
@@ -47,6 +48,22 @@ SPECS = {
         },
     },
 }
+# Output channels that fill whole vectors, and a constant kernel: the channels
+# micro-kernel is offered.
+CONSTANT_KERNEL_CONV = {
+    "op": "conv2d_nchw_bias_relu",
+    "args": {
+        "batch": 1,
+        "in_channels": 5,
+        "height": 6,
+        "width": 10,
+        "out_channels": 32,
+        "kernel": 3,
+        "padding": 1,
+        "stride": 1,
+    },
+    "constants": ["kernel"],
+}
 CONFIGS_PER_TEMPLATE = 10
 AVX2 = "llvm -mcpu=znver3 -mattr=+avx,+avx2"
 AVX512 = "llvm -mcpu=skylake-avx512"
@@ -64,16 +81,23 @@ CONV_56 = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(SPECS))
-def test_sampled_candidates_compute_the_right_result(name: str) -> None:
-    func = workload_from_spec(SPECS[name])
-    space = TemplateSpace(func, name)
-    rng = np.random.default_rng(3)
+def _inputs_and_expected(
+    func: PrimFunc, rng: np.random.Generator
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """Random arguments for ``func`` and the unscheduled build's output on them."""
     args = [
         rng.standard_normal([int(d.value) for d in p.shape]).astype("float32") for p in func.params
     ]
     expected = np.empty_like(args[-1])
     compiler.build(func, default_schedule=False)(*args[:-1], expected)
+    return args, expected
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_sampled_candidates_compute_the_right_result(name: str) -> None:
+    func = workload_from_spec(SPECS[name])
+    space = TemplateSpace(func, name)
+    args, expected = _inputs_and_expected(func, np.random.default_rng(3))
     picks = random.Random(name)
     built = refused = 0
     while built < CONFIGS_PER_TEMPLATE:
@@ -143,22 +167,6 @@ def test_unit_tiles_are_legal() -> None:
         np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)
 
 
-CONSTANT_KERNEL_CONV = {
-    "op": "conv2d_nchw_bias_relu",
-    "args": {
-        "batch": 1,
-        "in_channels": 5,
-        "height": 6,
-        "width": 10,
-        "out_channels": 32,
-        "kernel": 3,
-        "padding": 1,
-        "stride": 1,
-    },
-    "constants": ["kernel"],
-}
-
-
 @pytest.mark.parametrize("stride", [1, 2])
 def test_the_channels_micro_kernel_computes_the_right_result(stride: int) -> None:
     """Output channels in vectors, the kernel stored once in the tiles' order and the
@@ -169,12 +177,7 @@ def test_the_channels_micro_kernel_computes_the_right_result(stride: int) -> Non
     space = TemplateSpace(func, "conv2d_nchw.x86", target=AVX2)
     knobs = {k.name: k for k in space.knobs}
     assert knobs["vector"].entities == ("columns", "channels")
-    rng = np.random.default_rng(stride)
-    args = [
-        rng.standard_normal([int(d.value) for d in p.shape]).astype("float32") for p in func.params
-    ]
-    expected = np.empty_like(args[-1])
-    compiler.build(func, default_schedule=False)(*args[:-1], expected)
+    args, expected = _inputs_and_expected(func, np.random.default_rng(stride))
     picks = random.Random(stride)
     for _ in range(6):
         wanted = {knob.name: picks.choice(knob.entities) for knob in space.knobs}
