@@ -120,7 +120,14 @@ def build_llvm(
         }
     signatures = _signatures(mod)
     tm = target_machine(llvm_target)
-    text = emit_module(lowered, signatures, llvm_target.num_cores, tm.triple, str(tm.target_data))
+    text = emit_module(
+        lowered,
+        signatures,
+        llvm_target.num_cores,
+        tm.triple,
+        str(tm.target_data),
+        llvm_target.vector_bits,
+    )
     compiled = compile_ir(text, llvm_target)
     if dump is not None:
         dump.write("llvm", "ll", text)

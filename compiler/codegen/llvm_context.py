@@ -12,8 +12,12 @@ KERNEL_ATTRS = 'attributes #0 = { nounwind "frame-pointer"="none" "no-trapping-m
 
 
 class ModuleContext:
-    def __init__(self, num_threads: int) -> None:
+    """``vector_bits`` is the width of the target's vector registers; a vectorized loop
+    narrower than one register stays a loop (``llvm_vector``), and 0 keeps them all."""
+
+    def __init__(self, num_threads: int, vector_bits: int = 0) -> None:
         self.num_threads = num_threads
+        self.vector_bits = vector_bits
         self.functions: list[str] = []
         self._declarations: dict[str, str] = {}
         self._metadata: list[str] = []

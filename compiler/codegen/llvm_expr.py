@@ -39,7 +39,8 @@ _UNSIGNED_CMP = {E.EQ: "eq", E.NE: "ne", E.LT: "ult", E.LE: "ule", E.GT: "ugt", 
 # Instructions whose result depends on their operands alone.
 _PURE_OPCODES = frozenset(
     "add sub mul sdiv srem udiv urem and or xor shl lshr ashr icmp fcmp select zext sext "
-    "trunc sitofp uitofp fptosi fptoui fpext fptrunc getelementptr".split()
+    "trunc sitofp uitofp fptosi fptoui fpext fptrunc getelementptr insertelement "
+    "shufflevector".split()
 )
 _FLOAT_CMP = {E.EQ: "oeq", E.NE: "une", E.LT: "olt", E.LE: "ole", E.GT: "ogt", E.GE: "oge"}
 # LLVM intrinsics vectorize (as vector code or as scalarized libm calls); erf has none:
@@ -243,15 +244,18 @@ class ExprEmitter:
         return self.assign(f"xor i1 {cond}, true")
 
     def _select(self, e: E.Select, index: bool) -> str:
-        """A ``select`` when both sides are cheap and safe to evaluate; otherwise
-        branches, so a guarded load (padding) is never executed out of bounds."""
         ty = value_type(e.dtype, index)
+        return self.select_of(e, ty, lambda side: self.typed(side, e.dtype, index))
+
+    def select_of(self, e: E.Select, ty: str, side: Callable[[PrimExpr], str]) -> str:
+        """``e`` as a value of LLVM type ``ty``, each side emitted by ``side``: a
+        ``select`` when both sides are cheap and safe to evaluate; otherwise branches,
+        so a guarded load (padding) is never executed out of bounds."""
         cond = self.condition(e.condition)
         if cond in ("true", "false"):  # an unrolled loop's index decided it
-            return self.typed(e.true_value if cond == "true" else e.false_value, e.dtype, index)
+            return side(e.true_value if cond == "true" else e.false_value)
         if not (_has_load(e.true_value) or _has_load(e.false_value)):
-            t = self.typed(e.true_value, e.dtype, index)
-            f = self.typed(e.false_value, e.dtype, index)
+            t, f = side(e.true_value), side(e.false_value)
             return self.assign(f"select i1 {cond}, {ty} {t}, {ty} {f}")
         then_label, else_label, end_label = (
             self.label("sel.then"),
@@ -260,11 +264,11 @@ class ExprEmitter:
         )
         self.emit(f"br i1 {cond}, label %{then_label}, label %{else_label}")
         self.start_block(then_label)
-        t = self.typed(e.true_value, e.dtype, index)
+        t = side(e.true_value)
         then_end = self.current_label
         self.branch(end_label)
         self.start_block(else_label)
-        f = self.typed(e.false_value, e.dtype, index)
+        f = side(e.false_value)
         else_end = self.current_label
         self.branch(end_label)
         self.start_block(end_label)

@@ -13,8 +13,9 @@ from collections.abc import Mapping, Sequence
 
 from compiler.abi.signature import SIGNATURES_SYMBOL, FuncSignature
 from compiler.codegen.llvm_context import ModuleContext
-from compiler.codegen.llvm_stmt import FunctionEmitter
+from compiler.codegen.llvm_stmt import STACK_LIMIT_BYTES, FunctionEmitter
 from compiler.codegen.llvm_types import string_constant
+from compiler.codegen.llvm_vector import plan_vector_loops
 from compiler.ir.expr import byte_size
 from compiler.ir.function import PrimFunc
 
@@ -25,9 +26,11 @@ def emit_module(
     num_threads: int,
     triple: str,
     data_layout: str,
+    vector_bits: int,
 ) -> str:
-    """Textual LLVM IR for lowered ``funcs``; ``signatures`` give each one's symbol."""
-    module = ModuleContext(num_threads)
+    """Textual LLVM IR for lowered ``funcs``; ``signatures`` give each one's symbol,
+    and ``vector_bits`` is the target's vector register width."""
+    module = ModuleContext(num_threads, vector_bits)
     module.symbol(SIGNATURES_SYMBOL)
     for signature in signatures:
         module.symbol(signature.symbol)
@@ -39,6 +42,7 @@ def emit_module(
 
 def _emit_function(module: ModuleContext, symbol: str, func: PrimFunc) -> str:
     emitter = FunctionEmitter(module, symbol)
+    emitter.vector_loops = plan_vector_loops(func.body, module.vector_bits, STACK_LIMIT_BYTES)
     params = []
     for k, buffer in enumerate(func.params):
         emitter.buffers[id(buffer)] = f"%arg{k}"

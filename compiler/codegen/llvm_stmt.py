@@ -18,6 +18,7 @@ from compiler.arith.linear import stride
 from compiler.codegen.llvm_context import ModuleContext
 from compiler.codegen.llvm_expr import ExprEmitter
 from compiler.codegen.llvm_types import INDEX_TYPE, CodegenError, storage_type
+from compiler.codegen.llvm_vector import VectorLoop, vector_stores
 from compiler.codegen.loop_independence import disjoint_stride
 from compiler.ir import expr as E
 from compiler.ir.analysis import free_vars
@@ -46,6 +47,8 @@ class FunctionEmitter(ExprEmitter):
         super().__init__(module, name)
         self.in_parallel = in_parallel
         self.stack_bytes = 0
+        # The loops to write as vector instructions (llvm_vector.plan_vector_loops).
+        self.vector_loops: frozenset[int] = frozenset()
 
     def finish(self, header: str) -> str:
         """The function's text; ``header`` is e.g. ``"void @f(ptr %a)"``."""
@@ -106,6 +109,12 @@ class FunctionEmitter(ExprEmitter):
             )
         if loop.kind is ForKind.PARALLEL and not self.in_parallel:
             self._parallel_for(loop)
+            return
+        stores = None
+        if id(loop) in self.vector_loops:
+            stores = vector_stores(loop, self._memory_of, self.module.vector_bits)
+        if stores is not None:
+            VectorLoop(self, loop).emit(stores)
             return
         extent = _const(loop.extent)
         start = _const(loop.min)
@@ -220,6 +229,7 @@ class FunctionEmitter(ExprEmitter):
     ) -> str:
         name = self.module.symbol(f"{self.name}_parallel_body")
         body = FunctionEmitter(self.module, name, in_parallel=True)
+        body.vector_loops = self.vector_loops
         params = []
         for k, buffer in enumerate(captured_buffers):
             body.buffers[id(buffer)] = f"%buf{k}"
