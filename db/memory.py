@@ -43,6 +43,7 @@ VERSION = "0+memory"
 class MemoryDatabase(MemoryStores, TuningStore):
     def __init__(self) -> None:
         super().__init__()
+        self.url = None
         self._workloads: dict[str, WorkloadEntry] = {}
         self._records: list[TuningRecord] = []
         self._host_kinds: dict[str, str] = {}

@@ -88,6 +88,8 @@ class SQLDatabase(TuningStore):
     the URL cannot be opened, SchemaError for a database that is not ours.
     """
 
+    url: str
+
     def __init__(self, url: str, *, create: bool = True) -> None:
         self.url = url
         self._engine = open_engine(self.url, create=create)

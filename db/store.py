@@ -17,4 +17,9 @@ from db.tokens import TokenStore
 
 
 class TuningStore(Database, JobStore, JobQueue, TokenStore, ModelStore, History):
-    """Records and workloads, jobs, API tokens, model files and the history views."""
+    """Records and workloads, jobs, API tokens, model files and the history views.
+
+    ``url`` is where another process opens this same store (the service reads each
+    model file in a process of its own); None when only this process can."""
+
+    url: str | None

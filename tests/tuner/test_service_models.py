@@ -14,11 +14,12 @@ import onnxruntime
 import pytest
 from file_opens import files_opened
 from onnx_models import dynamic_batch, external_data, mlp, repeated_blocks, unsupported_ops
+from service_server import serving
 
 from compiler.graph import GraphModule, import_onnx
-from db import RecordError, Role
+from db import MemoryDatabase, RecordError, Role
 from tuner.client import Client, ServiceError
-from tuner.service import model_check, model_routes
+from tuner.service import create_app, model_check, model_routes
 from tuner.service.coordinator import Coordinator
 
 OCTETS = {"Content-Type": "application/octet-stream"}
@@ -239,3 +240,21 @@ def test_a_check_past_its_deadline_is_422_and_stores_nothing(
     assert "took longer than 0.05 s" in answer.json()["detail"]
     with pytest.raises(RecordError, match="no model file"):
         database.model_file(1)
+
+
+def test_a_server_over_a_memory_database_refuses_model_files_with_501(rng) -> None:
+    """A model file is read in a process of its own, which opens the database again
+    by its URL; a database in memory has none, so the model routes say so and every
+    other route answers as over SQL."""
+    database = MemoryDatabase()
+    secret = database.create_token("admin", Role.ADMIN)[1]
+    with (
+        serving(create_app(database)) as url,
+        httpx.Client(base_url=url, headers={"Authorization": f"Bearer {secret}"}) as memory,
+    ):
+        refused = upload(memory, mlp(rng).SerializeToString())
+        assert refused.status_code == 501
+        assert "in its memory" in refused.json()["detail"]
+        assert memory.get("/v1/models/1").status_code == 501
+        assert memory.get("/healthz").status_code == 200
+        assert memory.get("/v1/workloads").status_code == 200

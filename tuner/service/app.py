@@ -22,7 +22,7 @@ from fastapi.responses import JSONResponse, RedirectResponse
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
-from db import Database, DatabaseError, RecordError, Role, SQLDatabase, WorkloadEntry
+from db import Database, DatabaseError, RecordError, Role, TuningStore, WorkloadEntry
 from tuner.service.access import TokenLookup, caller
 from tuner.service.body_limit import BodyLimit
 from tuner.service.errors import add_error_handlers
@@ -59,7 +59,7 @@ MAX_BODY_BYTES = 1 << 20
 
 
 def create_app(
-    database: SQLDatabase,
+    database: TuningStore,
     *,
     anonymous_reads: bool = False,
     submitted: Callable[[], None] | None = None,
@@ -71,9 +71,9 @@ def create_app(
     ``anonymous_reads``; ``/metrics`` needs one (any role) only when ``metrics_token``.
     ``submitted`` is called after each job is stored (to wake a coordinator);
     ``workers_health`` says "ok" or what is wrong with the coordinator and workers of
-    this server (None: it has none, they run apart). It takes SQL, not any
-    ``db.TuningStore``: a model file is read in a process of its own, which opens the
-    database again by its URL (``model_check``)."""
+    this server (None: it has none, they run apart). A model file is read in a process
+    of its own, which opens the database again by its ``url`` (``model_check``); over a
+    database without one (``MemoryDatabase``) the model routes answer 501."""
     app = FastAPI(
         lifespan=_few_route_threads,
         title="tensortune",

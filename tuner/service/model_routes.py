@@ -20,7 +20,7 @@ from starlette.concurrency import run_in_threadpool
 from db import ApiToken, ModelStore, RecordError
 from tuner.model_tasks import parse_input_shapes
 from tuner.service.memo import Memo
-from tuner.service.schemas import NO_MODEL, ModelId, ModelView
+from tuner.service.schemas import NO_MODEL, ErrorDetail, ModelId, ModelView
 
 # The largest model file taken (the body limit of POST /v1/models).
 MAX_MODEL_BYTES = 512 << 20
@@ -36,18 +36,28 @@ UPLOAD: dict[str, Any] = {
 }
 
 
+NO_CHECK_DETAIL = (
+    "model files need a database that another process can open (an SQLite file or "
+    "PostgreSQL); this server's database lives in its memory"
+)
+NO_CHECK: dict[int | str, dict[str, Any]] = {
+    501: {"model": ErrorDetail, "description": "the database is in memory: no model files"}
+}
+
+
 class ModelCheckError(RuntimeError):
     """The process that reads a model file died or passed its deadline (a file that
     crashes the parser, or one too large for the memory the process may take)."""
 
 
 def add_model_routes(
-    v1: APIRouter, database: ModelStore, url: str, reader: Any, submitter: Any
+    v1: APIRouter, database: ModelStore, url: str | None, reader: Any, submitter: Any
 ) -> None:
     """The model routes over ``database``, which the check process opens again at
-    ``url`` (given on its standard input, never its argv)."""
+    ``url`` (given on its standard input, never its argv); without a ``url`` they
+    answer 501."""
 
-    @v1.post("/models", response_model=ModelView, openapi_extra=UPLOAD)
+    @v1.post("/models", response_model=ModelView, openapi_extra=UPLOAD, responses=NO_CHECK)
     async def upload_model(
         request: Request,
         name: Annotated[str, Query(min_length=1, max_length=256, description="a name")],
@@ -57,6 +67,7 @@ def add_model_routes(
         ] = [],  # noqa: B006 (FastAPI copies a default; this list is never changed)
         token: Any = submitter,
     ) -> ModelView:
+        checker_url = _checkable(url)
         shapes = _shapes(shape)
         limit = token.upload_limit if token is not None else None
         declared = request.headers.get("content-length", "")
@@ -71,7 +82,7 @@ def add_model_routes(
             if not spool.tell():
                 raise HTTPException(status_code=422, detail="body: the model file is empty")
             checked = {
-                "url": url,
+                "url": checker_url,
                 "path": spool.name,
                 "name": name,
                 "shapes": {key: list(dims) for key, dims in shapes.items()},
@@ -88,9 +99,17 @@ def add_model_routes(
     # A stored model never changes: its view is made once, not at every read.
     views: Memo[int, ModelView] = Memo(size=MAX_VIEWS)
 
-    @v1.get("/models/{model_id}", response_model=ModelView, responses=NO_MODEL)
+    @v1.get("/models/{model_id}", response_model=ModelView, responses=NO_MODEL | NO_CHECK)
     def get_model(model_id: ModelId, token: Any = reader) -> ModelView:
-        return views.get(model_id, lambda: _stored_view(database, url, model_id))
+        checker_url = _checkable(url)
+        return views.get(model_id, lambda: _stored_view(database, checker_url, model_id))
+
+
+def _checkable(url: str | None) -> str:
+    """``url``; the 501 refusal when the database has none."""
+    if url is None:
+        raise HTTPException(status_code=501, detail=NO_CHECK_DETAIL)
+    return url
 
 
 def _over(token: ApiToken) -> HTTPException:
