@@ -22,8 +22,9 @@ Only loops whose meaning is plain lane by lane are written this way:
   AVX-512) is left to LLVM, which joins the unrolled copies of such a loop into
   full registers; written as narrow vectors here, such tiles ran up to 3x slower;
 - a buffer the loop both reads and writes (an accumulator) is allocated on the
-  stack, and every buffer on the stack that the loop touches is accessed only by
-  such loops, all of one width (``plan_vector_loops``).
+  stack, or the loop sits directly in an unrolled loop (a register tile); and
+  every buffer on the stack that the loop touches is accessed only by such loops,
+  all of one width (``plan_vector_loops``).
 
 Any other vectorized loop keeps the loop form and LLVM's loop vectorizer.
 """
@@ -55,10 +56,12 @@ def plan_vector_loops(body: Stmt, vector_bits: int, stack_bytes: int) -> frozens
     ``stack_bytes`` is the size of the largest buffer allocated on the stack.
 
     Two kinds of vector loop are left to LLVM, as measured on Zen 5:
-    - one that accumulates into a buffer not on the stack: the default NCHW and NHWC
-      convolutions, which add into their output over the reduction loops, ran
-      1.3-1.5x slower written as vectors (their inner loops came out alike; the
-      cause was not found);
+    - one that accumulates into a buffer not on the stack, unless it sits directly
+      in an unrolled loop: the default NCHW and NHWC convolutions, whose vector loops
+      add into their output right inside serial reduction loops, ran 1.3-1.5x slower
+      written as vectors (their inner loops came out alike; the cause was not
+      found), while register tiles too large for the stack ran as fast or faster
+      and built in half the time;
     - one that touches a buffer on the stack which another loop reads or writes
       element by element: LLVM then cannot keep that buffer in vector registers and
       built every vector from scalars; a BERT dense tile whose accumulators were
@@ -66,15 +69,23 @@ def plan_vector_loops(body: Stmt, vector_bits: int, stack_bytes: int) -> frozens
       the buffers it touches element-wise in turn, until nothing changes."""
     on_stack: set[int] = set()
     chosen: dict[int, For] = {}
+    unrolled_inside: set[int] = set()
 
     def find(n: Node) -> None:
         if isinstance(n, Allocate) and _bytes(n.buffer) <= stack_bytes:
             on_stack.add(id(n.buffer))
-        elif isinstance(n, For) and vector_stores(n, id, vector_bits) is not None:
-            chosen[id(n)] = n
+        elif isinstance(n, For):
+            if n.kind is ForKind.UNROLLED and isinstance(n.body, For):
+                unrolled_inside.add(id(n.body))
+            if vector_stores(n, id, vector_bits) is not None:
+                chosen[id(n)] = n
 
     visit(body, find)
-    chosen = {k: loop for k, loop in chosen.items() if _accumulated(loop) <= on_stack}
+    chosen = {
+        k: loop
+        for k, loop in chosen.items()
+        if k in unrolled_inside or _accumulated(loop) <= on_stack
+    }
     while chosen:
         widths = _access_widths(body, chosen)
         mixed = {b for b in on_stack & widths.keys() if len(widths[b]) > 1}

@@ -240,3 +240,20 @@ def test_an_accumulator_touched_element_by_element_keeps_its_loops():
     assert len(planned) == 3
     on_the_heap = plan_vector_loops(accumulating_tile(ForKind.VECTORIZED), 512, stack_bytes=32)
     assert len(on_the_heap) == 2  # not the loop that accumulates
+
+
+def test_an_accumulator_off_the_stack_is_vectors_only_in_an_unrolled_tile():
+    """Adding into a parameter: right inside a serial loop (a default convolution's
+    reduction) the loop stays LLVM's; right inside an unrolled loop (a register tile
+    whose accumulators are too many for the stack) it is written as vectors."""
+    c, b = Buffer("c", (64,)), Buffer("b", (16,))
+    for kind, planned in ((ForKind.SERIAL, 0), (ForKind.UNROLLED, 1)):
+        row = Var("u", "int64")
+        inner = vector_loop_over(
+            lambda v, row=row: BufferStore(
+                c, E.BufferLoad(c, (row * 16 + v,)) + E.BufferLoad(b, (v,)), (row * 16 + v,)
+            ),
+            lanes=16,
+        )
+        tile = For(row, E.const(0, "int64"), E.const(4, "int64"), kind, inner)
+        assert len(plan_vector_loops(tile, 512, STACK_LIMIT_BYTES)) == planned, kind
