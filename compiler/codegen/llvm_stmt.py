@@ -18,7 +18,7 @@ from compiler.arith.linear import stride
 from compiler.codegen.llvm_context import ModuleContext
 from compiler.codegen.llvm_expr import ExprEmitter
 from compiler.codegen.llvm_types import INDEX_TYPE, CodegenError, storage_type
-from compiler.codegen.llvm_vector import VectorLoop, vector_stores
+from compiler.codegen.llvm_vector import VectorLoop
 from compiler.codegen.loop_independence import disjoint_stride
 from compiler.ir import expr as E
 from compiler.ir.analysis import free_vars
@@ -48,7 +48,7 @@ class FunctionEmitter(ExprEmitter):
         self.in_parallel = in_parallel
         self.stack_bytes = 0
         # The loops to write as vector instructions (llvm_vector.plan_vector_loops).
-        self.vector_loops: frozenset[int] = frozenset()
+        self.vector_loops: dict[int, list[BufferStore]] = {}
 
     def finish(self, header: str) -> str:
         """The function's text; ``header`` is e.g. ``"void @f(ptr %a)"``."""
@@ -110,9 +110,7 @@ class FunctionEmitter(ExprEmitter):
         if loop.kind is ForKind.PARALLEL and not self.in_parallel:
             self._parallel_for(loop)
             return
-        stores = None
-        if id(loop) in self.vector_loops:
-            stores = vector_stores(loop, self._memory_of, self.module.vector_bits)
+        stores = self.vector_loops.get(id(loop))
         if stores is not None:
             VectorLoop(self, loop).emit(stores)
             return

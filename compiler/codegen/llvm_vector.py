@@ -32,7 +32,6 @@ Any other vectorized loop keeps the loop form and LLVM's loop vectorizer.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable
 
 from compiler.arith.linear import stride
 from compiler.codegen.llvm_expr import FLOAT_FLAGS, ExprEmitter
@@ -51,9 +50,12 @@ _ARITH = {E.Add: "fadd", E.Sub: "fsub", E.Mul: "fmul", E.Div: "fdiv"}
 _CHOICE = {E.Min: "olt", E.Max: "ogt"}
 
 
-def plan_vector_loops(body: Stmt, vector_bits: int, stack_bytes: int) -> frozenset[int]:
-    """The ids of the loops in a function's ``body`` to write as vector instructions;
-    ``stack_bytes`` is the size of the largest buffer allocated on the stack.
+def plan_vector_loops(
+    body: Stmt, vector_bits: int, stack_bytes: int
+) -> dict[int, list[BufferStore]]:
+    """The loops in a function's ``body`` to write as vector instructions, by id, with
+    their stores; ``stack_bytes`` is the size of the largest buffer allocated on the
+    stack.
 
     Two kinds of vector loop are left to LLVM, as measured on Zen 5:
     - one that accumulates into a buffer not on the stack, unless it sits directly
@@ -68,7 +70,7 @@ def plan_vector_loops(body: Stmt, vector_bits: int, stack_bytes: int) -> frozens
       initialized by a scalar loop ran 14x slower. Leaving such a loop to LLVM makes
       the buffers it touches element-wise in turn, until nothing changes."""
     on_stack: set[int] = set()
-    chosen: dict[int, For] = {}
+    found: dict[int, tuple[For, list[BufferStore]]] = {}
     unrolled_inside: set[int] = set()
 
     def find(n: Node) -> None:
@@ -77,35 +79,41 @@ def plan_vector_loops(body: Stmt, vector_bits: int, stack_bytes: int) -> frozens
         elif isinstance(n, For):
             if n.kind is ForKind.UNROLLED and isinstance(n.body, For):
                 unrolled_inside.add(id(n.body))
-            if vector_stores(n, id, vector_bits) is not None:
-                chosen[id(n)] = n
+            stores = vector_stores(n, vector_bits)
+            if stores is not None:
+                found[id(n)] = (n, stores)
 
     visit(body, find)
+    touched = {k: _touched(loop) for k, (loop, _) in found.items()}
     chosen = {
         k: loop
-        for k, loop in chosen.items()
-        if k in unrolled_inside or _accumulated(loop) <= on_stack
+        for k, (loop, _) in found.items()
+        if k in unrolled_inside or touched[k][0] & touched[k][1] <= on_stack
     }
     while chosen:
-        widths = _access_widths(body, chosen)
+        widths = _access_widths(body, chosen, touched)
         mixed = {b for b in on_stack & widths.keys() if len(widths[b]) > 1}
-        dropped = [k for k, loop in chosen.items() if _buffers(loop) & mixed]
+        dropped = [k for k in chosen if (touched[k][0] | touched[k][1]) & mixed]
         if not dropped:
             break
         for k in dropped:
             del chosen[k]
-    return frozenset(chosen)
+    return {k: found[k][1] for k in chosen}
 
 
-def _access_widths(body: Stmt, chosen: dict[int, For]) -> dict[int, set[int]]:
+def _access_widths(
+    body: Stmt, chosen: dict[int, For], touched: dict[int, tuple[set[int], set[int]]]
+) -> dict[int, set[int]]:
     """For each buffer accessed in ``body``, the lane counts of the chosen loops that
-    access it, and 1 where an access lies outside them."""
+    access it (``touched``: the buffers each stores and loads), and 1 where an access
+    lies outside them."""
     widths: dict[int, set[int]] = {}
 
     def find(n: Node) -> bool:
         if isinstance(n, For) and id(n) in chosen:
             assert isinstance(n.extent, E.IntImm)
-            for buffer in _buffers(n):
+            stored, loaded = touched[id(n)]
+            for buffer in stored | loaded:
                 widths.setdefault(buffer, set()).add(n.extent.value)
             return False
         if isinstance(n, (BufferStore, E.BufferLoad)):
@@ -124,29 +132,25 @@ def _bytes(buffer: Buffer) -> float:
     return math.prod(sizes) * byte_size(buffer.dtype)
 
 
-def _accumulated(loop: For) -> set[int]:
-    """The buffers ``loop`` both reads and writes."""
+def _touched(loop: For) -> tuple[set[int], set[int]]:
+    """The ids of the buffers ``loop`` stores to and of those it loads from."""
     stored: set[int] = set()
     loaded: set[int] = set()
-    visit(loop.body, lambda n: stored.add(id(n.buffer)) if isinstance(n, BufferStore) else None)
-    visit(loop.body, lambda n: loaded.add(id(n.buffer)) if isinstance(n, E.BufferLoad) else None)
-    return stored & loaded
+
+    def find(n: Node) -> None:
+        if isinstance(n, BufferStore):
+            stored.add(id(n.buffer))
+        elif isinstance(n, E.BufferLoad):
+            loaded.add(id(n.buffer))
+
+    visit(loop.body, find)
+    return stored, loaded
 
 
-def _buffers(loop: For) -> set[int]:
-    found: set[int] = set()
-    visit(
-        loop.body,
-        lambda n: found.add(id(n.buffer)) if isinstance(n, (BufferStore, E.BufferLoad)) else None,
-    )
-    return found
-
-
-def vector_stores(
-    loop: For, storage: Callable[[Buffer], Hashable], vector_bits: int
-) -> list[BufferStore] | None:
+def vector_stores(loop: For, vector_bits: int) -> list[BufferStore] | None:
     """The stores of ``loop``'s body when it can be written as vector instructions
-    (the module docstring says when) for registers of ``vector_bits``; None otherwise."""
+    (the module docstring says when) for registers of ``vector_bits``; None otherwise.
+    Buffers are told apart by identity: code generation gives each its own pointer."""
     if loop.kind is not ForKind.VECTORIZED:
         return None
     if not (isinstance(loop.min, E.IntImm) and isinstance(loop.extent, E.IntImm)):
@@ -156,7 +160,7 @@ def vector_stores(
     stores = _stores(loop.body)
     if not stores or any(loop.extent.value * E.bits(s.buffer.dtype) < vector_bits for s in stores):
         return None
-    if disjoint_stride(loop, storage) != 1:
+    if disjoint_stride(loop, id) != 1:
         return None
     var = loop.loop_var
     for store in stores:
@@ -199,7 +203,7 @@ def _lane_wise(e: PrimExpr, var: Var) -> bool:
 
 
 class VectorLoop:
-    """Writes one vectorized loop, whose stores ``vector_stores`` accepted, into
+    """Writes one vectorized loop, whose stores ``plan_vector_loops`` chose, into
     ``emitter``'s function as vector instructions of ``lanes`` lanes."""
 
     def __init__(self, emitter: ExprEmitter, loop: For) -> None:
