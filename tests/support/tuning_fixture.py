@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,3 +67,15 @@ def pair_accuracy(predicted: np.ndarray, measured: np.ndarray) -> tuple[int, int
     guess = np.sign(predicted[:, None] - predicted[None, :])[upper]
     compared = truth != 0
     return int((truth == guess)[compared].sum()), int(compared.sum())
+
+
+def pooled_pair_accuracy(groups: Iterable[tuple[str, np.ndarray, np.ndarray]]) -> float:
+    """``pair_accuracy`` over all pairs of ``groups`` of (label, predicted, measured),
+    pairs taken within a group; each group's share is printed."""
+    agreed = compared = 0
+    for label, predicted, measured in groups:
+        right, pairs = pair_accuracy(predicted, measured)
+        print(f"\n{label}: pairwise ranking accuracy {right / pairs:.3f} over {pairs} pairs")
+        agreed += right
+        compared += pairs
+    return agreed / compared

@@ -17,7 +17,7 @@ change that broke what transfers between tasks would fall.
 from __future__ import annotations
 
 import numpy as np
-from tuning_fixture import CROSS_TASK_FIXTURE, pair_accuracy, recorded_workloads
+from tuning_fixture import CROSS_TASK_FIXTURE, pooled_pair_accuracy, recorded_workloads
 
 from tuner import cost_model
 from tuner.cost_model import features
@@ -32,19 +32,18 @@ def test_a_model_trained_on_other_tasks_ranks_an_unseen_one() -> None:
     assert len({w.space.workload_key for w in workloads}) == len(workloads) == 4
     extractor = features.create("program")
     rows = [extractor.transform(w.space, w.points) for w in workloads]
-    agreed = compared = 0
-    for k, unseen in enumerate(workloads):
+
+    def left_out(k: int) -> tuple[str, np.ndarray, np.ndarray]:
         others = [j for j in range(len(workloads)) if j != k]
         model = cost_model.create("xgb", random_state=0)
         model.fit(
             np.concatenate([rows[j] for j in others]),
             np.concatenate([log_targets(workloads[j].throughputs) for j in others]),
         )
+        unseen = workloads[k]
         ok = unseen.throughputs > 0
-        right, pairs = pair_accuracy(model.predict(rows[k][ok]), unseen.throughputs[ok])
-        print(f"\n{unseen.space.name} {k}: {right / pairs:.3f} of {pairs} pairs")
-        agreed += right
-        compared += pairs
-    accuracy = agreed / compared
+        return f"{unseen.space.name} {k}", model.predict(rows[k][ok]), unseen.throughputs[ok]
+
+    accuracy = pooled_pair_accuracy(left_out(k) for k in range(len(workloads)))
     print(f"unseen tasks, pairwise ranking accuracy: {accuracy:.3f}")
     assert accuracy >= MIN_ACCURACY

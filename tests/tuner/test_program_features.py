@@ -15,7 +15,7 @@ from replay_measurements import (
     sometimes_illegal_space,
     synthetic_seconds,
 )
-from tuning_fixture import pair_accuracy, recorded_workloads
+from tuning_fixture import pooled_pair_accuracy, recorded_workloads
 
 from compiler import te
 from compiler.ir.function import PrimFunc
@@ -179,13 +179,9 @@ def test_xgboost_on_program_features_ranks_held_out_records() -> None:
         held_out.append((workload.name, rows[ok], workload.throughputs[ok]))
     model = cost_model.create("xgb", random_state=0)
     model.fit(np.concatenate(train_rows), np.concatenate(train_targets))
-    agreed = compared = 0
-    for name, rows, throughputs in held_out:
-        right, pairs = pair_accuracy(model.predict(rows), throughputs)
-        print(f"\n{name}: pairwise ranking accuracy {right / pairs:.3f} over {pairs} pairs")
-        agreed += right
-        compared += pairs
-    accuracy = agreed / compared
+    accuracy = pooled_pair_accuracy(
+        (name, model.predict(rows), throughputs) for name, rows, throughputs in held_out
+    )
     print(f"program features, held-out pairwise ranking accuracy: {accuracy:.3f}")
     assert accuracy >= MIN_ACCURACY
 
