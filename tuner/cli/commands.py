@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from typing import NoReturn
 
+import db
 from compiler.errors import MissingExtraError
 from compiler.graph import GraphError
 from compiler.runtime.cuda_driver import CudaError
@@ -197,7 +198,7 @@ def _upgrade(url: str, args: argparse.Namespace) -> None:
         engine.dispose()
     print(f"{shown(url)}: schema revision {before} -> {after}")
     if secret is not None:
-        with SQLDatabase(url, create=False) as database:
+        with db.create(url, create=False) as database:
             token, registered = database.ensure_token(ADMIN_TOKEN_NAME, Role.ADMIN, secret)
         print(f"admin token {token.name}: {'registered' if registered else 'already there'}")
 
@@ -221,36 +222,38 @@ def _current(url: str, args: argparse.Namespace) -> None:
 
 
 def _export(url: str, args: argparse.Namespace) -> None:
-    with SQLDatabase(url) as db:
+    with db.create(url) as database:
         if args.output:
             with open(args.output, "w") as out:
-                count = db.export_jsonl(out, best_k=args.best)
+                count = database.export_jsonl(out, best_k=args.best)
         else:
-            count = db.export_jsonl(sys.stdout, best_k=args.best)
+            count = database.export_jsonl(sys.stdout, best_k=args.best)
     print(f"exported {count} records", file=sys.stderr)
 
 
 def _import(url: str, args: argparse.Namespace) -> None:
-    with SQLDatabase(url) as db:
+    with db.create(url) as database:
         try:
             if args.file == "-":
-                summary = db.import_jsonl(sys.stdin)
+                summary = database.import_jsonl(sys.stdin)
             else:
                 with open(args.file, encoding="utf-8") as lines:
-                    summary = db.import_jsonl(lines)
+                    summary = database.import_jsonl(lines)
         except RecordError as err:
             raise RecordError(f"{args.file}: {err}; nothing from it was stored") from None
     _print_summary(summary)
 
 
 def _merge(url: str, args: argparse.Namespace) -> None:
-    with SQLDatabase(url) as db, SQLDatabase(args.other, create=False) as other:
-        _print_summary(db.merge(other))
+    """Merging and pruning are SQL statements over two stored databases, not operations
+    of the ``db.Database`` interface: these two commands open ``SQLDatabase`` itself."""
+    with SQLDatabase(url) as database, SQLDatabase(args.other, create=False) as other:
+        _print_summary(database.merge(other))
 
 
 def _prune(url: str, args: argparse.Namespace) -> None:
-    with SQLDatabase(url) as db:
-        print(f"deleted {db.prune(args.keep)} records")
+    with SQLDatabase(url) as database:
+        print(f"deleted {database.prune(args.keep)} records")
 
 
 def _print_summary(summary: ImportSummary) -> None:

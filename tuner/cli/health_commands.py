@@ -11,7 +11,8 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from db import DatabaseError, SQLDatabase
+import db
+from db import DatabaseError
 from db.engine import shown
 from tuner.cli.errors import UsageError
 
@@ -98,7 +99,7 @@ def _database_problem(url: str) -> str | None:
     """What is wrong with the database at ``url``, printed; None when it opens at this
     tensortune's schema revision and answers a query."""
     try:
-        with SQLDatabase(url, create=False) as database:
+        with db.create(url, create=False) as database:
             database.job_counts()
     except DatabaseError as err:
         problem = _compact(str(err))

@@ -18,8 +18,9 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI
 
+import db
 import workers
-from db import Role, SQLDatabase
+from db import Role
 from db.engine import shown
 from tuner.cli.arguments import int_in_range
 from tuner.cli.tune_commands import backend_of, worker_arguments
@@ -110,14 +111,14 @@ def run_serve(url: str, args: argparse.Namespace) -> None:
     current batch, to resume from its records when the service starts again. With
     ``--no-coordinator`` the server only stores jobs, for coordinators running apart."""
     if not args.coordinator:
-        with SQLDatabase(url) as database:
+        with db.create(url) as database:
             app = create_app(
                 database, anonymous_reads=args.anonymous_reads, metrics_token=args.metrics_token
             )
             _serve(app, args)
         return
     kind, options = backend_of(args)
-    with SQLDatabase(url) as database, workers.create(kind, **options) as backend:
+    with db.create(url) as database, workers.create(kind, **options) as backend:
         wake = threading.Event()
         with _coordinating(Coordinator(database, backend), wake) as running:
             app = create_app(
@@ -161,7 +162,7 @@ def run_coordinator(url: str, args: argparse.Namespace) -> None:
     """Run queued jobs until interrupted (Ctrl-C): the running job then goes back to
     the queue after its current batch. Several coordinators may share one database."""
     kind, options = backend_of(args)
-    with SQLDatabase(url) as database, workers.create(kind, **options) as backend:
+    with db.create(url) as database, workers.create(kind, **options) as backend:
         coordinator = Coordinator(database, backend)
         print(
             f"coordinator {coordinator.name}: running the queued jobs of {shown(url)}",
@@ -192,7 +193,7 @@ def _coordinating(coordinator: Coordinator, wake: threading.Event) -> Iterator[t
 
 
 def run_token_create(url: str, args: argparse.Namespace) -> None:
-    with SQLDatabase(url) as database:
+    with db.create(url) as database:
         limit = None if args.upload_limit_mib is None else args.upload_limit_mib << 20
         token, secret = database.create_token(
             args.name or args.role, Role(args.role), quota=args.quota, upload_limit=limit
@@ -208,7 +209,7 @@ def run_token_create(url: str, args: argparse.Namespace) -> None:
 
 
 def run_token_list(url: str, args: argparse.Namespace) -> None:
-    with SQLDatabase(url) as database:
+    with db.create(url) as database:
         listed = database.tokens()
     print(f"{'id':>5}  {'role':6}  {'quota':>5}  {'revoked':10}  name")
     for token in listed:
@@ -218,6 +219,6 @@ def run_token_list(url: str, args: argparse.Namespace) -> None:
 
 
 def run_token_revoke(url: str, args: argparse.Namespace) -> None:
-    with SQLDatabase(url) as database:
+    with db.create(url) as database:
         token = database.revoke_token(args.id)
     print(f"token {token.id} {token.name!r} revoked")
