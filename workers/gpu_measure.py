@@ -28,7 +28,7 @@ from compiler.runtime.gpu_binary import GPUBinary, GPUFunction
 from compiler.target.cuda import CudaTarget
 from workers.base import BuildResult, Candidate, MeasureConfig, RunResult
 from workers.check import Reference
-from workers.measure import TIMING_SHARE, Measurer, time_in_steps
+from workers.measure import REFERENCE_BYTES, TIMING_SHARE, Measurer, time_in_steps
 
 
 def encode_binary(binary: GPUBinary) -> bytes:
@@ -66,8 +66,10 @@ class GPUMeasurer(Measurer):
     The device's primary context is kept from the first candidate on, so each
     candidate costs loading its module, not creating a context."""
 
-    def __init__(self, *, host: str, max_references: int = 8, device: int = 0) -> None:
-        super().__init__(host=host, max_references=max_references)
+    def __init__(
+        self, *, host: str, reference_bytes: int = REFERENCE_BYTES, device: int = 0
+    ) -> None:
+        super().__init__(host=host, reference_bytes=reference_bytes)
         self.device = device
         self._context: PrimaryContext | None = None
 

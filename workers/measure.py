@@ -44,19 +44,24 @@ TIMING_SHARE = 0.5
 # 3 us dense once stored at 4 ms). A faster kernel is timed in full, which costs about
 # ``repeat`` loops of ``min_repeat_ms``; the cutoff is there for the slow ones.
 COLD_CUT_SECONDS = 0.1
+# The arrays a runner keeps of its workloads' references: every task of ResNet-18 or
+# a BERT layer fits several times over.
+REFERENCE_BYTES = 512 << 20
 WARM_CUT_SECONDS = 0.01
 
 
 class Measurer:
-    """``host`` names where results were measured. At most ``max_references``
-    workloads' references are kept (least recently used first out).
+    """``host`` names where results were measured. Workloads' references are kept up
+    to ``reference_bytes`` of arrays (least recently used first out; the newest is
+    always kept): a model's tuning visits its tasks in turn, and a reference is a build
+    and a run of the unscheduled workload (0.2 s for a ResNet-18 convolution).
 
     A backend makes its measurer from a "module:attribute" name (``MEASURER``
     unless told otherwise), so a subclass can stand in for it, e.g. in tests."""
 
-    def __init__(self, *, host: str, max_references: int = 8) -> None:
+    def __init__(self, *, host: str, reference_bytes: int = REFERENCE_BYTES) -> None:
         self.host = host
-        self.max_references = max_references
+        self.reference_bytes = reference_bytes
         self._references: OrderedDict[str, Reference | str] = OrderedDict()
         self._flush_buffer: np.ndarray | None = None
 
@@ -67,9 +72,10 @@ class Measurer:
         key = candidate.reference_key
         if key not in self._references:
             self._references[key] = _reference_or_reason(candidate, config.seed)
-            while len(self._references) > self.max_references:
-                self._references.popitem(last=False)
         self._references.move_to_end(key)
+        kept = sum(_nbytes(r) for r in self._references.values())
+        while kept > self.reference_bytes and len(self._references) > 1:
+            kept -= _nbytes(self._references.popitem(last=False)[1])
         found = self._references[key]
         return found if isinstance(found, str) else None
 
@@ -185,6 +191,14 @@ def time_in_steps(
         if len(results) >= config.repeat or time.monotonic() + loop_seconds >= deadline:
             return ProfileResult(tuple(results), first.number)
         results.extend(loops(first.number, 1, 0.0, warmup=0).results)
+
+
+def _nbytes(reference: Reference | str) -> int:
+    """The bytes a kept reference (or the reason it has none) holds."""
+    if isinstance(reference, str):
+        return len(reference)
+    arrays = (*reference.arguments, *reference.expected.values())
+    return sum(a.nbytes for a in arrays)
 
 
 def _reference_or_reason(candidate: Candidate, seed: int) -> Reference | str:

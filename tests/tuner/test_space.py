@@ -82,6 +82,19 @@ def test_trace_records_one_sampling_instruction_per_knob() -> None:
     assert replayed.mod["main"].script() == space.program(candidate).func.script()
 
 
+def test_stored_trace_text_is_read_once_per_space() -> None:
+    """A model's tuning hands the same stored records to a new search every round; the
+    space reads each text once and answers again from what it read, None included."""
+    space = small_space()
+    text = space.candidate(space.decisions_at(7)).trace_json
+    first = space.candidate_from_trace(text)
+    assert first is not None and first.decisions == space.decisions_at(7)
+    assert space.candidate_from_trace("".join(text)) is first  # equal text, another object
+    assert space.candidate_from_trace("{") is None
+    assert space.candidate_from_trace("{") is None
+    assert small_space().candidate_from_trace(text) == first
+
+
 def test_every_candidate_reads_back_from_its_trace() -> None:
     space = small_space()
     for point in list(space.enumerate())[::7]:

@@ -55,8 +55,39 @@ from workers import (
     Workers,
     WorkersError,
 )
+from workers import measure as measure_module
 from workers.check import make_reference
 from workers.measure import Measurer, time_in_steps
+
+
+def test_a_runner_keeps_references_up_to_its_byte_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """References are kept while their arrays fit the budget, least recently used out
+    first; the newest stays even when it alone is over."""
+    made: list[str] = []
+    compute = measure_module._reference_or_reason
+
+    def counted(candidate: Candidate, seed: int) -> Any:
+        made.append(candidate.workload)
+        return compute(candidate, seed)
+
+    monkeypatch.setattr(measure_module, "_reference_or_reason", counted)
+    small, large = (
+        Candidate.make(func, Schedule(func).trace)
+        for func in (
+            workload_from_spec({"op": "matmul", "args": {"m": 8, "n": 8, "k": 8}}),
+            workload_from_spec({"op": "matmul", "args": {"m": 64, "n": 64, "k": 64}}),
+        )
+    )
+    config = MeasureConfig()
+    roomy = Measurer(host="here", reference_bytes=1 << 20)
+    for candidate in (small, large, small, large):
+        assert roomy.prepare(candidate, config) is None
+    assert made == [small.workload, large.workload]
+    made.clear()
+    tight = Measurer(host="here", reference_bytes=32 << 10)  # the large one is 64 KiB
+    for candidate in (small, large, large, small):
+        assert tight.prepare(candidate, config) is None
+    assert made == [small.workload, large.workload, small.workload]
 
 
 def check_ok(result: RunResult, repeat: int = TEST_CONFIG.repeat) -> None:

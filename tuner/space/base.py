@@ -16,6 +16,7 @@ search needs it, nothing else does, and a space of generated sketches has none.
 from __future__ import annotations
 
 import abc
+import hashlib
 import math
 import random
 from collections import OrderedDict
@@ -162,7 +163,7 @@ class Space(abc.ABC):
         are illegal on it."""
 
     @abc.abstractmethod
-    def candidate_from_trace(self, trace: Trace | str) -> TraceCandidate | None:
+    def _read_trace(self, trace: Trace | str) -> TraceCandidate | None:
         """The candidate a stored trace (or its JSON) records, None for a malformed
         trace or one this space did not make."""
 
@@ -197,6 +198,28 @@ class Space(abc.ABC):
 
     @cached_property
     def _candidates(self) -> OrderedDict[Decisions, TraceCandidate | ScheduleError]:
+        return OrderedDict()
+
+    def candidate_from_trace(self, trace: Trace | str) -> TraceCandidate | None:
+        """The candidate a stored trace (or its JSON) records, None for a malformed
+        trace or one this space did not make. Stored JSON is read once per space: a
+        model's tuning hands a task's records, and those of similar workloads, to a
+        new search every round, and reading a blocked convolution's trace (parse,
+        design match, structural hash) takes milliseconds."""
+        if not isinstance(trace, str):
+            return self._read_trace(trace)
+        text_key = hashlib.blake2b(trace.encode(), digest_size=16).digest()
+        if text_key in self._read_traces:
+            self._read_traces.move_to_end(text_key)
+            return self._read_traces[text_key]
+        made = self._read_trace(trace)
+        if len(self._read_traces) >= CANDIDATE_CACHE_SIZE:
+            self._read_traces.popitem(last=False)
+        self._read_traces[text_key] = made
+        return made
+
+    @cached_property
+    def _read_traces(self) -> OrderedDict[bytes, TraceCandidate | None]:
         return OrderedDict()
 
     @cached_property

@@ -141,7 +141,7 @@ class GeneratedSpace(Space):
             )
         return postprocess(self._replay.replay(decisions.design, decisions.values))
 
-    def candidate_from_trace(self, trace: Trace | str) -> TraceCandidate | None:
+    def _read_trace(self, trace: Trace | str) -> TraceCandidate | None:
         parsed = parse_trace(trace)
         if parsed is None:
             return None

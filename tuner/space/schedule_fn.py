@@ -104,7 +104,7 @@ class ScheduleFnSpace(Space):
         self._design.apply_to_schedule(sch, chosen)
         return sch
 
-    def candidate_from_trace(self, trace: Trace | str) -> TraceCandidate | None:
+    def _read_trace(self, trace: Trace | str) -> TraceCandidate | None:
         parsed = parse_trace(trace)
         if parsed is None or skeleton(parsed) != self._skeleton:
             return None

@@ -118,7 +118,7 @@ class TemplateSpace(EnumerableSpace):
             choices.append(position)
         return choices
 
-    def candidate_from_trace(self, trace: Trace | str) -> TraceCandidate | None:
+    def _read_trace(self, trace: Trace | str) -> TraceCandidate | None:
         parsed = parse_trace(trace)
         if parsed is None:
             return None
