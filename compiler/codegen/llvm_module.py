@@ -15,7 +15,7 @@ from compiler.abi.signature import SIGNATURES_SYMBOL, FuncSignature
 from compiler.codegen.llvm_context import ModuleContext
 from compiler.codegen.llvm_stmt import STACK_LIMIT_BYTES, FunctionEmitter
 from compiler.codegen.llvm_types import string_constant
-from compiler.codegen.llvm_vector import plan_vector_loops
+from compiler.codegen.llvm_vector import plan_vector_loops, rolled_vector_loops
 from compiler.ir.expr import byte_size
 from compiler.ir.function import PrimFunc
 
@@ -43,6 +43,7 @@ def emit_module(
 def _emit_function(module: ModuleContext, symbol: str, func: PrimFunc) -> str:
     emitter = FunctionEmitter(module, symbol)
     emitter.vector_loops = plan_vector_loops(func.body, module.vector_bits, STACK_LIMIT_BYTES)
+    emitter.rolled_loops = rolled_vector_loops(func.body, emitter.vector_loops)
     params = []
     for k, buffer in enumerate(func.params):
         emitter.buffers[id(buffer)] = f"%arg{k}"

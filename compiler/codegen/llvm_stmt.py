@@ -47,8 +47,10 @@ class FunctionEmitter(ExprEmitter):
         super().__init__(module, name)
         self.in_parallel = in_parallel
         self.stack_bytes = 0
-        # The loops to write as vector instructions (llvm_vector.plan_vector_loops).
+        # The loops to write as vector instructions (llvm_vector.plan_vector_loops), and
+        # the vectorized loops LLVM must not unroll (llvm_vector.rolled_vector_loops).
         self.vector_loops: dict[int, list[BufferStore]] = {}
+        self.rolled_loops: set[int] = set()
 
     def finish(self, header: str) -> str:
         """The function's text; ``header`` is e.g. ``"void @f(ptr %a)"``."""
@@ -157,7 +159,8 @@ class FunctionEmitter(ExprEmitter):
 
     def _loop_properties(self, loop: For) -> list[str]:
         if loop.kind is ForKind.VECTORIZED:
-            return ['!"llvm.loop.vectorize.enable", i1 true']
+            rolled = ['!"llvm.loop.unroll.disable"'] if id(loop) in self.rolled_loops else []
+            return ['!"llvm.loop.vectorize.enable", i1 true', *rolled]
         if loop.kind is ForKind.UNROLLED:
             constant = _const(loop.extent) is not None
             return ['!"llvm.loop.unroll.full"' if constant else '!"llvm.loop.unroll.enable"']
@@ -228,6 +231,7 @@ class FunctionEmitter(ExprEmitter):
         name = self.module.symbol(f"{self.name}_parallel_body")
         body = FunctionEmitter(self.module, name, in_parallel=True)
         body.vector_loops = self.vector_loops
+        body.rolled_loops = self.rolled_loops
         params = []
         for k, buffer in enumerate(captured_buffers):
             body.buffers[id(buffer)] = f"%buf{k}"

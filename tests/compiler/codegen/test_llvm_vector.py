@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import compiler
 from compiler import te
 from compiler.codegen.llvm_stmt import STACK_LIMIT_BYTES
-from compiler.codegen.llvm_vector import plan_vector_loops, vector_stores
+from compiler.codegen.llvm_vector import plan_vector_loops, rolled_vector_loops, vector_stores
 from compiler.ir import IRModule
 from compiler.ir import expr as E
 from compiler.ir.buffer import Buffer
@@ -254,3 +254,66 @@ def test_an_accumulator_off_the_stack_is_vectors_only_in_an_unrolled_tile():
         )
         tile = For(row, E.const(0, "int64"), E.const(4, "int64"), kind, inner)
         assert len(plan_vector_loops(tile, 512, STACK_LIMIT_BYTES)) == planned, kind
+
+
+def unrolled_vector_loop(copies: list[ForKind | int], lanes: int = 32) -> For:
+    """A vector loop of ``lanes`` inside loops of the given kinds and extents, outermost
+    first (an int is an unrolled loop of that extent, a kind a loop of 4 of that kind)."""
+    a, b = Buffer("a", (1 << 20,)), Buffer("b", (1 << 20,))
+    loop: For = vector_loop_over(lambda v: BufferStore(a, E.BufferLoad(b, (v,)), (v,)), lanes)
+    for outer in reversed(copies):
+        kind, extent = (ForKind.UNROLLED, outer) if isinstance(outer, int) else (outer, 4)
+        loop = For(Var("u", "int64"), E.const(0, "int64"), E.const(extent, "int64"), kind, loop)
+    return loop
+
+
+def innermost(loop: Stmt) -> For:
+    while isinstance(loop, For) and isinstance(loop.body, For):
+        loop = loop.body
+    assert isinstance(loop, For)
+    return loop
+
+
+@pytest.mark.parametrize(
+    ("around", "lanes", "rolled"),
+    [
+        ([64], 32, True),  # a Winograd GEMM's reduction unrolled 64 times: 2,048 lanes
+        ([8, 8], 32, True),
+        ([14], 32, False),  # 448 lanes: LLVM's unrolling made such a tile 3.2x faster
+        ([8, 8], 16, False),  # 1,024: the limit itself
+        ([8, ForKind.SERIAL, 8], 32, False),  # the serial loop is the body LLVM analyses
+        ([], 2048, True),
+    ],
+)
+def test_a_vector_loop_left_to_llvm_stays_rolled_past_a_thousand_unrolled_lanes(
+    around, lanes, rolled
+):
+    tile = unrolled_vector_loop(around, lanes)
+    expected = {id(innermost(tile))} if rolled else set()
+    assert rolled_vector_loops(tile, written=set()) == expected
+    assert rolled_vector_loops(tile, written={id(innermost(tile))}) == set()
+
+
+def test_a_rolled_vector_loop_is_marked_and_still_computes_what_numpy_does(tmp_path, rng):
+    """An int32 product (its lanes are LLVM's to vectorize) whose reduction is unrolled
+    64 times around 32 lanes: LLVM is told not to unroll the vector loop."""
+    m, k, n = 3, 128, 64
+    a = te.placeholder((m, k), "int32", name="A")
+    b = te.placeholder((k, n), "int32", name="B")
+    r = te.reduce_axis((0, k), name="r")
+    c = te.compute((m, n), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="C")
+    sch = compiler.Schedule(te.create_prim_func([a, b, c]))
+    block = sch.get_block("C")
+    i, j, reduction = sch.get_loops(block)
+    j_outer, j_inner = sch.split(j, [None, 32])
+    r_outer, r_inner = sch.split(reduction, [None, 64])
+    sch.reorder(i, j_outer, r_outer, r_inner, j_inner)
+    sch.unroll(r_inner)
+    sch.vectorize(j_inner)
+    ir = emitted_ir(sch.mod, tmp_path)
+    assert '!"llvm.loop.unroll.disable"' in ir
+    x = rng.integers(-50, 50, (m, k), dtype="int32")
+    y = rng.integers(-50, 50, (k, n), dtype="int32")
+    out = np.full((m, n), -1, "int32")
+    compiler.build(sch.mod, target=AVX2)(x, y, out)
+    np.testing.assert_array_equal(out, x @ y)
