@@ -43,6 +43,11 @@ _PURE_OPCODES = frozenset(
     "shufflevector".split()
 )
 _FLOAT_CMP = {E.EQ: "oeq", E.NE: "une", E.LT: "olt", E.LE: "ole", E.GT: "ogt", E.GE: "oge"}
+# Instructions that may write memory: the values known to be in memory are forgotten.
+_WRITING_OPCODES = frozenset({"store", "call", "atomicrmw", "cmpxchg", "fence"})
+# -0.0, the one float that adding changes nothing (x + -0.0 is x for every x, +0.0,
+# -0.0 and NaN included): how a Winograd transform's zero coefficients arrive.
+_NEGATIVE_ZEROS = frozenset(float_literal(-0.0, dtype) for dtype in ("float16", "float32"))
 # LLVM intrinsics vectorize (as vector code or as scalarized libm calls); erf has none:
 # float32 erf is written out (llvm_fastmath), float64 is a call of libm's erf, declared
 # pure.
@@ -66,6 +71,13 @@ class ExprEmitter:
         # unrolled loop repeats its index arithmetic in every copy (local value
         # numbering, so LLVM is not handed thousands of duplicates to remove).
         self._values: dict[str, str] = {}
+        # The value each address holds, by (address, type), as the current basic block
+        # last loaded or stored it there: a load of it reads that value instead, and a
+        # store of the same value is left out. An unrolled reduction into one element
+        # (a Winograd transform's 36 terms) then adds in registers, and hands LLVM far
+        # fewer loads and stores. Any instruction that may write memory forgets them
+        # all, so two addresses that meet at run time cannot be confused.
+        self._memory: dict[tuple[str, str], str] = {}
         # The access groups of the parallel-annotated loops around the current point.
         self.access_groups: list[str] = []
 
@@ -83,7 +95,18 @@ class ExprEmitter:
         return f"{hint}{separator}{self._count}"
 
     def emit(self, instruction: str) -> None:
+        opcode = instruction.partition(" = ")[2] or instruction
+        if opcode.partition(" ")[0] in _WRITING_OPCODES:
+            self._memory = {}
         self.lines.append("  " + instruction)
+
+    def remember(self, address: str, ty: str, value: str) -> None:
+        """``value`` is now at ``address`` (see ``_memory``)."""
+        self._memory[(address, ty)] = value
+
+    def in_memory(self, address: str, ty: str) -> str | None:
+        """The value known to be at ``address``, if any (see ``_memory``)."""
+        return self._memory.get((address, ty))
 
     def assign(self, instruction: str, hint: str = "t") -> str:
         pure = instruction.partition(" ")[0] in _PURE_OPCODES
@@ -99,6 +122,7 @@ class ExprEmitter:
         self.lines.append(f"{label}:")
         self.current_label = label
         self._values = {}
+        self._memory = {}
 
     def branch(self, label: str, metadata: str = "") -> None:
         suffix = f", !llvm.loop {metadata}" if metadata else ""
@@ -160,6 +184,10 @@ class ExprEmitter:
 
     def _float_binary(self, e: E.BinaryOp, ty: str, a: str, b: str) -> str:
         op = _FLOAT_ARITH.get(type(e))
+        if op == "fadd" and b in _NEGATIVE_ZEROS:
+            return a
+        if op == "fadd" and a in _NEGATIVE_ZEROS:
+            return b
         if op is not None:
             return self.assign(f"{op} {FLOAT_FLAGS} {ty} {a}, {b}")
         if isinstance(e, (E.Min, E.Max)):
@@ -371,7 +399,11 @@ class ExprEmitter:
         address = self.address(e.buffer, e.indices)
         ty = storage_type(e.buffer.dtype)
         align = self.alignment(e.buffer, e.indices)
-        loaded = self.assign(f"load {ty}, ptr {address}, align {align}{self.access_metadata()}")
+        loaded = self.in_memory(address, ty)
+        if loaded is None:
+            metadata = self.access_metadata()
+            loaded = self.assign(f"load {ty}, ptr {address}, align {align}{metadata}")
+            self.remember(address, ty, loaded)
         if e.buffer.dtype == "bool":
             return self.assign(f"icmp ne i8 {loaded}, 0")
         if e.dtype != e.buffer.dtype:

@@ -84,11 +84,19 @@ class FunctionEmitter(ExprEmitter):
             value = self.assign(f"zext i1 {value} to i8")
         address = self.address(s.buffer, s.indices)
         ty = storage_type(s.buffer.dtype)
+        if self.in_memory(address, ty) == value:
+            return  # the element already holds it
         align = self.alignment(s.buffer, s.indices)
         self.emit(f"store {ty} {value}, ptr {address}, align {align}{self.access_metadata()}")
+        self.remember(address, ty, value)
 
     def _if(self, s: IfThenElse) -> None:
         cond = self.condition(s.condition)
+        if cond in ("true", "false"):  # an unrolled loop's index decided it
+            taken = s.then_case if cond == "true" else s.else_case
+            if taken is not None:
+                self.stmt(taken)
+            return
         then_label, end_label = self.label("if.then"), self.label("if.end")
         else_label = self.label("if.else") if s.else_case is not None else end_label
         self.emit(f"br i1 {cond}, label %{then_label}, label %{else_label}")

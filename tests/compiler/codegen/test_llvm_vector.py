@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from emitted_ir import emitted_ir as emitted_ir_for
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,10 +29,7 @@ LOOP_VECTORIZER = '!"llvm.loop.vectorize.enable", i1 true'
 
 
 def emitted_ir(func: IRModule, folder: pathlib.Path) -> str:
-    """The LLVM IR as the code generator wrote it, before LLVM optimized it."""
-    compiler.build(func, target=AVX2, dump_ir=folder)
-    (path,) = [p for p in folder.iterdir() if p.name.endswith("-llvm.ll")]
-    return path.read_text()
+    return emitted_ir_for(func, folder, AVX2)
 
 
 def tiled_matmul(m: int, k: int, n: int, lanes: int, accumulator: bool = True) -> IRModule:
