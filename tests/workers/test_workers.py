@@ -12,7 +12,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ from compiler.topi.reference import NUMPY_REFERENCES
 from compiler.workload.key import workload_from_json
 from compiler.workload.spec import normalize_spec, workload_from_spec
 from workers import (
+    Builder,
     BuildResult,
     Candidate,
     MeasureConfig,
@@ -88,6 +89,37 @@ def test_a_runner_keeps_references_up_to_its_byte_budget(monkeypatch: pytest.Mon
     for candidate in (small, large, large, small):
         assert tight.prepare(candidate, config) is None
     assert made == [small.workload, large.workload, small.workload]
+
+
+class _CountingBuilder(Builder):
+    """A real builder that notes every candidate it is given."""
+
+    def __init__(self, inner: Builder) -> None:
+        self.inner = inner
+        self.given: list[Candidate] = []
+
+    def stream(self, candidates: Sequence[Candidate]) -> Iterator[tuple[int, BuildResult]]:
+        self.given.extend(candidates)
+        return self.inner.stream(candidates)
+
+    def close(self) -> None:
+        """The fixture that made the real builder closes it."""
+
+
+def test_a_candidate_measured_again_soon_is_not_built_again(local: Workers) -> None:
+    """A search confirms its fastest trials right after measuring them: the build is
+    kept (a failed one is not), and the run gets the new candidate's cutoff."""
+    counting = _CountingBuilder(local.builder)
+    backend = Workers(counting, local.runner)
+    first, second = matmul_candidate(2), matmul_candidate(3)
+    unbuildable = dataclasses.replace(first, trace="{")
+    backend.measure([first, second, unbuildable])
+    again = dataclasses.replace(first, cutoff_seconds=5.0)
+    runs = backend.measure([again, unbuildable])
+    assert counting.given == [first, second, unbuildable, unbuildable]
+    check_ok(runs[0])
+    assert runs[0].candidate == again
+    assert runs[1].error_kind is ErrorKind.BUILD_ERROR
 
 
 def check_ok(result: RunResult, repeat: int = TEST_CONFIG.repeat) -> None:
