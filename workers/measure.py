@@ -70,12 +70,13 @@ class Measurer:
         cannot be computed, or None. A failure is kept too, so the workload's other
         candidates get the same answer at once."""
         key = candidate.reference_key
-        if key not in self._references:
+        if key in self._references:
+            self._references.move_to_end(key)
+        else:
             self._references[key] = _reference_or_reason(candidate, config.seed)
-        self._references.move_to_end(key)
-        kept = sum(_nbytes(r) for r in self._references.values())
-        while kept > self.reference_bytes and len(self._references) > 1:
-            kept -= _nbytes(self._references.popitem(last=False)[1])
+            kept = sum(_nbytes(r) for r in self._references.values())
+            while kept > self.reference_bytes and len(self._references) > 1:
+                kept -= _nbytes(self._references.popitem(last=False)[1])
         found = self._references[key]
         return found if isinstance(found, str) else None
 

@@ -125,12 +125,13 @@ def rolled_vector_loops(body: Stmt, written: Container[int]) -> set[int]:
         def find(n: Node) -> bool:
             if not isinstance(n, For):
                 return True
-            extent = n.extent.value if isinstance(n.extent, E.IntImm) else None
-            if extent is not None and n.kind is ForKind.VECTORIZED and id(n) not in written:
-                if extent * copies > MAX_UNROLLED_LANES:
-                    rolled.add(id(n))
-            unrolled = n.kind is ForKind.UNROLLED and extent is not None
-            within(n.body, copies * extent if unrolled and extent is not None else 1)
+            if not isinstance(n.extent, E.IntImm):
+                within(n.body, 1)
+                return False
+            lanes = n.extent.value * copies
+            if n.kind is ForKind.VECTORIZED and id(n) not in written and lanes > MAX_UNROLLED_LANES:
+                rolled.add(id(n))
+            within(n.body, lanes if n.kind is ForKind.UNROLLED else 1)
             return False
 
         visit(node, find)
