@@ -4,17 +4,22 @@ step that realises the sampled parallel, vector and unroll sizes."""
 from __future__ import annotations
 
 import random
+from typing import Any
 
+import numpy as np
 import pytest
-from generated_cases import workload
+from generated_cases import SHAPES, expected, inputs, workload
 from workloads import mm_relu, softmax
 
+import compiler
 from compiler import te
 from compiler.ir.function import PrimFunc
 from compiler.ir.node import Node, visit
 from compiler.ir.stmt import For, ForKind
+from compiler.runtime.prepacked import pack_arguments
 from compiler.schedule import Schedule, ScheduleError
 from compiler.schedule import primitives as P
+from compiler.workload.spec import normalize_spec, workload_from_spec
 from tuner.space.base import Decisions
 from tuner.space.generated import GeneratedSpace
 from tuner.space.rules import (
@@ -124,6 +129,80 @@ def test_the_tiling_forks_over_where_an_epilogue_runs() -> None:
 def test_the_tiling_leaves_a_reduction_without_reuse_alone() -> None:
     sch = Schedule(softmax(16, 40))
     assert apply(MultiLevelTiling(), sch, "S") == [sch]
+
+
+AVX2_BITS = 256  # 8 float lanes
+CONSTANT_KERNEL_CONV = {
+    "op": "conv2d_nchw",
+    "args": {**SHAPES["conv2d_nchw"], "out_channels": 16},
+    "constants": ["kernel"],
+}
+
+
+def broadcast_forks(spec: dict[str, Any]) -> list[Schedule]:
+    """The forks of the tiling with and without the broadcast micro-kernel, the
+    difference: what only a rule that knows the vector width offers."""
+    func = workload_from_spec(spec)
+    with_vectors = apply(MultiLevelTiling(vector_bits=AVX2_BITS), Schedule(func), "conv2d_nchw")
+    without = apply(MultiLevelTiling(), Schedule(func), "conv2d_nchw")
+    return with_vectors[len(without) :]
+
+
+def test_the_tiling_vectorizes_an_nchw_convolutions_channels_into_a_channels_last_tile() -> None:
+    """10 columns fill no whole 8-lane vector, 16 output channels fill two: the
+    channels are split into vectors run innermost, the accumulator written back
+    after level 1 or 2 is channels-last, and the weight is read along the vector."""
+    forks = broadcast_forks(CONSTANT_KERNEL_CONV)
+    assert len(forks) == 2
+    for fork in forks:
+        main = fork.mod["main"]
+        inner = P.loops_above(main, "conv2d_nchw")[-1]
+        assert inner.kind is ForKind.VECTORIZED and inner.extent.value == 8
+        assert 'T.alloc_buffer((1, 10, 10, 16), "float32", scope="local")' in main.script()
+
+
+def test_the_broadcast_micro_kernel_computes_what_numpy_computes() -> None:
+    func = workload_from_spec(CONSTANT_KERNEL_CONV)
+    space = GeneratedSpace(func, target="llvm -mcpu=znver3 -mattr=+avx,+avx2")
+    broadcast = [
+        design
+        for design, trace in enumerate(space.design_traces())
+        if any(i.kind == "transform_layout" for i in trace.instructions)
+    ]
+    assert len(broadcast) == 2
+    arrays = inputs(func, "conv2d_nchw")
+    want = expected(normalize_spec(CONSTANT_KERNEL_CONV), arrays)
+    rng = random.Random(3)
+    built = 0
+    for design in broadcast:
+        for _ in range(6):
+            domains = space.decision_domains(design)
+            point = Decisions(design, tuple(rng.choice(d.values) for d in domains))
+            try:
+                candidate = space.candidate(point)
+            except ScheduleError:
+                continue  # a sampled vector width no loop takes
+            sch = Schedule(func)
+            candidate.trace.apply_to_schedule(sch)
+            module = compiler.build(sch.mod["main"])
+            out = np.full(want.shape, np.nan, dtype=np.float32)
+            module["main"](*pack_arguments(module, "main", [*arrays, out]))
+            np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+            built += 1
+    assert built >= 4
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {**CONSTANT_KERNEL_CONV, "constants": []},  # the kernel could not be stored for it
+        {**CONSTANT_KERNEL_CONV, "args": {**CONSTANT_KERNEL_CONV["args"], "out_channels": 12}},
+        {**CONSTANT_KERNEL_CONV, "args": {**CONSTANT_KERNEL_CONV["args"], "width": 16}},
+    ],
+    ids=["variable kernel", "12 channels", "whole vectors of columns"],
+)
+def test_the_broadcast_micro_kernel_is_offered_only_where_it_fits(spec: dict[str, Any]) -> None:
+    assert broadcast_forks(spec) == []
 
 
 # rfactor ------------------------------------------------------------------------------

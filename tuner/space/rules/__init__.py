@@ -32,7 +32,7 @@ def block_rules(target: Target) -> list[ScheduleRule]:
     return [
         AutoInline(),
         AddRFactor(max_spatial=MAX_JOBS_PER_CORE * target.threads),
-        MultiLevelTiling(),
+        MultiLevelTiling(vector_bits=target.vector_bits),
         RandomComputeLocation(),
     ]
 

@@ -17,6 +17,7 @@ from compiler.ir.analysis import (
 )
 from compiler.ir.buffer import Buffer
 from compiler.ir.function import PrimFunc
+from compiler.ir.layout_free import layout_free_params
 from compiler.ir.node import Node, visit
 from compiler.ir.stmt import Block, BlockRealize, For, ForKind, IterKind
 from compiler.schedule import BlockRV, Schedule, ScheduleError
@@ -231,11 +232,66 @@ def packable_reads(sch: Schedule, block: BlockRV) -> list[PackableRead]:
         vector_dims = [d for d, i in enumerate(indices) if uses_var(i, spatial[-1])]
         reused = any(not any(uses_var(i, v) for i in indices) for v in spatial)
         if len(vector_dims) == 1 and reused:
-            layouts[id(access.buffer)] = _last_dim_layout(len(indices), vector_dims[0])
+            layouts[id(access.buffer)] = last_dim_layout(len(indices), vector_dims[0])
     return [PackableRead(k, layouts[id(b)]) for k, b in enumerate(inputs) if id(b) in layouts]
 
 
-def _last_dim_layout(ndim: int, dim: int) -> str | None:
+@dataclass(frozen=True)
+class BroadcastVector:
+    """A spatial loop to vectorize that only the output and constant weights index:
+    ``loop`` its position above the block, ``layout`` the index map that moves its
+    dimension of the output last (for a channels-last accumulator)."""
+
+    loop: int
+    layout: str
+
+
+def broadcast_vector(sch: Schedule, block: BlockRV, lanes: int) -> BroadcastVector | None:
+    """The spatial loop of the blocked ``NCHW[x]c`` micro-kernel, where the block's last
+    spatial loop (which the tiling vectorizes) does not run a whole number of vectors
+    (an NCHW convolution's 56 columns) and another one does: a whole number of
+    ``lanes`` iterations, indexing one dimension of the output and some constant weight
+    (``compiler.ir.layout_free``, stored with the loop's vector innermost) and no other
+    input, whose every element is then one broadcast per vector: an NCHW convolution's
+    output channels. None otherwise (``NCHW[x]c`` itself vectorizes its last loop)."""
+    realize = realize_of(sch, block)
+    pairs = list(zip(realize.block.iter_vars, realize.iter_values, strict=True))
+    loops = loops_of(sch, block)
+    spatial = [k for k, kind in enumerate(loop_kinds(sch, block)) if kind == SPATIAL]
+    if not spatial or extents([loops[spatial[-1]]])[0] % lanes == 0:
+        return None
+    constants = {id(b) for b in layout_free_params(func_of(sch, block))}
+    outputs = {id(b) for b in writes_of(realize.block)}
+    for k in spatial[:-1]:
+        bound = [iv.var for iv, value in pairs if uses_var(value, loops[k].loop_var)]
+        if len(bound) != 1 or extents([loops[k]])[0] % lanes:
+            continue
+        used = _dims_using(realize.block, bound[0])
+        written = [(b, dims) for key, (b, dims) in used.items() if key in outputs]
+        reading = [key for key in used if key not in outputs]
+        if len(written) != 1 or len(written[0][1]) != 1:
+            continue
+        if reading and all(key in constants for key in reading):
+            output, (dim,) = written[0]
+            layout = last_dim_layout(len(output.shape), dim)
+            if layout is not None:
+                return BroadcastVector(k, layout)
+    return None
+
+
+def _dims_using(block: Block, var: E.Var) -> dict[int, tuple[Buffer, list[int]]]:
+    """Per buffer the block accesses with ``var`` in its indices (by ``id``), the
+    buffer and those dimensions."""
+    found: dict[int, tuple[Buffer, list[int]]] = {}
+    reads, writes = block_accesses(block)
+    for access in (*reads, *writes):
+        dims = [d for d, r in enumerate(access.region) if uses_var(r.min, var)]
+        if dims:
+            found[id(access.buffer)] = (access.buffer, dims)
+    return found
+
+
+def last_dim_layout(ndim: int, dim: int) -> str | None:
     """The index map that moves dimension ``dim`` of ``ndim`` last; None when it is."""
     if dim == ndim - 1:
         return None

@@ -23,6 +23,14 @@ reduction ``R0`` streams through it, ``S2 R1 S3`` the register micro-kernel with
   (``transform_layout`` of the copy), so that the micro-kernel's vector loads are
   contiguous.
 
+- where the block's last spatial loop fills no whole vectors (an NCHW convolution's
+  56 columns) and another spatial loop indexes only the output and a constant weight
+  (its output channels), that loop split into vectors run innermost and vectorized,
+  below ``S3``, with a local accumulator laid out with that dimension last, written
+  back after tile level 1 or 2: the micro-kernel of the blocked ``NCHW[x]c``
+  convolutions, each input element a broadcast, which the NCHW template offers too
+  (``analysis.broadcast_vector``).
+
 In each the initialization gets its own nest just outside ``R0``
 (``decompose_reduction``), so the vectorized ``S3`` loop never tests for the
 first reduction step: what the templates found fast in this codegen.
@@ -33,11 +41,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import partial
 
+from compiler.ir.expr import bits
 from compiler.schedule import BlockRV, LoopRV, Schedule
+from compiler.schedule.primitives.dataflow import writes_of
 from tuner.space.rules.analysis import (
     SPATIAL,
     PackableRead,
     attempt,
+    broadcast_vector,
     consumers,
     has_reuse,
     is_injective,
@@ -57,11 +68,19 @@ FUSE_LEVELS = (1, 2)
 
 class MultiLevelTiling(ScheduleRule):
     """``SSRSRS`` tiling of a reduction with data reuse, forked over where its
-    result is written back."""
+    result is written back; with ``vector_bits`` (the target's vector registers),
+    also the broadcast micro-kernel where the block has one."""
+
+    def __init__(self, vector_bits: int | None = None) -> None:
+        self.vector_bits = vector_bits
 
     def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
         if not self._applies(sch, block):
             return [sch]
+        return [*self._tilings(sch, block), *self._broadcast_tilings(sch, block)]
+
+    @staticmethod
+    def _tilings(sch: Schedule, block: BlockRV) -> list[Schedule]:
         tiled = sch.copy()
         levels, first_reduce = _tile(tiled, block)
         epilogue = _epilogue(tiled, block)
@@ -83,6 +102,28 @@ class MultiLevelTiling(ScheduleRule):
         split_init = partial(Schedule.decompose_reduction, block=block, loop=first_reduce)
         return [attempt(f, split_init) or f for f in forks]
 
+    def _broadcast_tilings(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
+        """The tiling with the broadcast loop (``analysis.broadcast_vector``) split
+        into vectors whose piece runs innermost, vectorized, below ``S3``, and a local
+        accumulator with that dimension last, written back after tile level 1 or 2."""
+        if self.vector_bits is None:
+            return []
+        lanes = self.vector_bits // bits(writes_of(realize_of(sch, block).block)[0].dtype)
+        found = broadcast_vector(sch, block, lanes) if lanes > 1 else None
+        if found is None:
+            return []
+        tiled = sch.copy()
+        tiled.split(tiled.get_loops(block)[found.loop], [None, lanes])
+        levels, first_reduce = _tile(tiled, block, innermost=found.loop + 1)
+        epilogue = _epilogue(tiled, block)
+        writes = [
+            partial(_cache_write, block=block, epilogue=epilogue, at=at, layout=found.layout)
+            for at in levels
+        ]
+        forks = _successes(tiled, writes)
+        finish = partial(_split_init_and_vectorize, block=block, first_reduce=first_reduce)
+        return [f for f in (attempt(f, finish) for f in forks) if f is not None]
+
     @staticmethod
     def _applies(sch: Schedule, block: BlockRV) -> bool:
         if not realize_of(sch, block).block.is_reduction or not is_plain_nest(sch, block):
@@ -91,13 +132,20 @@ class MultiLevelTiling(ScheduleRule):
         return None not in kinds and SPATIAL in kinds and has_reuse(sch, block)
 
 
-def _tile(sch: Schedule, block: BlockRV) -> tuple[list[LoopRV], LoopRV]:
-    """Split and reorder the nest ``S0 S1 R0 S2 R1 S3``; the loops that end the
-    FUSE_LEVELS (the last of ``S0``, of ``S1``) and the outermost reduction loop."""
+def _tile(
+    sch: Schedule, block: BlockRV, innermost: int | None = None
+) -> tuple[list[LoopRV], LoopRV]:
+    """Split and reorder the nest ``S0 S1 R0 S2 R1 S3`` (and the loop at position
+    ``innermost``, untiled, last); the loops that end the FUSE_LEVELS (the last of
+    ``S0``, of ``S1``) and the outermost reduction loop."""
     kinds = loop_kinds(sch, block)
     spatial: list[list[LoopRV]] = [[] for _ in range(SPATIAL_TILES)]
     reduce: list[list[LoopRV]] = [[] for _ in range(REDUCE_TILES)]
-    for loop, kind in zip(sch.get_loops(block), kinds, strict=True):
+    kept: list[LoopRV] = []
+    for k, (loop, kind) in enumerate(zip(sch.get_loops(block), kinds, strict=True)):
+        if k == innermost:
+            kept.append(loop)
+            continue
         parts = SPATIAL_TILES if kind == SPATIAL else REDUCE_TILES
         factors = sch.sample_perfect_tile(loop, parts, MAX_INNERMOST)
         pieces = sch.split(loop, factors)
@@ -105,7 +153,7 @@ def _tile(sch: Schedule, block: BlockRV) -> tuple[list[LoopRV], LoopRV]:
             level.append(piece)
     s0, s1, s2, s3 = spatial
     r0, r1 = reduce
-    sch.reorder(*s0, *s1, *r0, *s2, *r1, *s3)
+    sch.reorder(*s0, *s1, *r0, *s2, *r1, *s3, *kept)
     return [spatial[level - 1][-1] for level in FUSE_LEVELS], r0[0]
 
 
@@ -117,11 +165,24 @@ def _epilogue(sch: Schedule, block: BlockRV) -> BlockRV | None:
     return sch.get_block(users[0].name, block.func_name)
 
 
-def _cache_write(sch: Schedule, block: BlockRV, epilogue: BlockRV | None, at: LoopRV) -> None:
+def _cache_write(
+    sch: Schedule,
+    block: BlockRV,
+    epilogue: BlockRV | None,
+    at: LoopRV,
+    layout: str | None = None,
+) -> None:
     write_back = sch.cache_write(block, 0, "local")
+    if layout is not None:
+        sch.transform_layout(block, ("write", 0), layout)
     if epilogue is not None:
         sch.reverse_compute_inline(epilogue)
     sch.reverse_compute_at(write_back, at)
+
+
+def _split_init_and_vectorize(sch: Schedule, block: BlockRV, first_reduce: LoopRV) -> None:
+    sch.decompose_reduction(block, first_reduce)
+    sch.vectorize(sch.get_loops(block)[-1])
 
 
 def _successes(sch: Schedule, moves: Sequence[Callable[[Schedule], object]]) -> list[Schedule]:
