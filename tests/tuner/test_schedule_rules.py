@@ -19,6 +19,7 @@ from compiler.ir.stmt import For, ForKind
 from compiler.runtime.prepacked import pack_arguments
 from compiler.schedule import Schedule, ScheduleError
 from compiler.schedule import primitives as P
+from compiler.workload.flops import flop_count
 from compiler.workload.spec import normalize_spec, workload_from_spec
 from tuner.space.base import Decisions
 from tuner.space.generated import GeneratedSpace
@@ -30,7 +31,7 @@ from tuner.space.rules import (
     RandomComputeLocation,
 )
 from tuner.space.rules.analysis import iterations
-from tuner.space.rules.parallel_vectorize_unroll import UNROLL_MAX_STEPS
+from tuner.space.rules.parallel_vectorize_unroll import SERIAL_MAX_FLOPS, UNROLL_MAX_STEPS
 
 
 def loops(func: PrimFunc) -> list[For]:
@@ -293,3 +294,19 @@ def test_the_root_rule_samples_three_sizes() -> None:
     assert set(sizes) == {"tensortune.parallel", "tensortune.vectorize", "tensortune.unroll"}
     assert sizes["tensortune.parallel"] in (0, 2, 8, 32)
     assert sizes["tensortune.unroll"] in UNROLL_MAX_STEPS
+
+
+def parallel_candidates(func: PrimFunc, threads: int) -> list[int]:
+    sch = Schedule(func)
+    (annotated,) = ParallelVectorizeUnroll(threads=threads).apply(sch, sch.get_block("root"))
+    (sampled,) = [i for i in annotated.trace.instructions if i.kind == "sample_categorical"][:1]
+    return list(sampled.inputs["candidates"])
+
+
+def test_a_large_program_is_not_offered_a_serial_run_on_several_threads() -> None:
+    small = mm_relu(64, 64, 64)  # 2^19 multiply-adds: a serial run may win
+    large = mm_relu(256, 256, 256)  # 2^25: at least about 100 us on one core
+    assert flop_count(small) <= SERIAL_MAX_FLOPS < flop_count(large)
+    assert parallel_candidates(small, threads=2) == [0, 2, 8, 32]
+    assert parallel_candidates(large, threads=2) == [2, 8, 32]
+    assert parallel_candidates(large, threads=1) == [0, 1, 4, 16]
