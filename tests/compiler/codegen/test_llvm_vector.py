@@ -292,6 +292,40 @@ def test_a_vector_loop_left_to_llvm_stays_rolled_past_a_thousand_unrolled_lanes(
     assert rolled_vector_loops(tile, written={id(innermost(tile))}) == set()
 
 
+def padding_copy(v: Var) -> Stmt:
+    """A padding copy's lane: the source index clamped, the value selected."""
+    a, b = Buffer("a", (1 << 20,)), Buffer("b", (1 << 20,))
+    clamped = E.Min(E.Max(v - 1, E.const(0, "int64")), E.const(55, "int64"))
+    inside = E.And(v >= 1, v < 57)
+    return BufferStore(a, E.Select(inside, E.BufferLoad(b, (clamped,)), E.const(0.0)), (v,))
+
+
+def gather(v: Var) -> Stmt:
+    """A channels-last accumulator's lane written back to NCHW: a load 64 elements apart."""
+    a, b = Buffer("a", (1 << 20,)), Buffer("b", (1 << 20,))
+    return BufferStore(a, E.BufferLoad(b, (v * 64,)), (v,))
+
+
+@pytest.mark.parametrize(
+    ("lane", "copies", "rolled"),
+    [
+        (padding_copy, 58, True),  # 16 lanes x 58 copies x (1 + min, max, select, load): 5,568
+        (padding_copy, 8, False),  # 768
+        (gather, 56, True),  # 16 x 56 x (1 + 1): 1,792
+        (gather, 28, False),  # 896
+    ],
+    ids=["padding 58", "padding 8", "gather 56", "gather 28"],
+)
+def test_a_vector_loop_of_selects_clamps_or_gathers_counts_each_as_a_copy_more(
+    lane: Callable[[Var], Stmt], copies: int, rolled: bool
+) -> None:
+    vector = vector_loop_over(lane, lanes=16)
+    tile = For(
+        Var("u", "int64"), E.const(0, "int64"), E.const(copies, "int64"), ForKind.UNROLLED, vector
+    )
+    assert rolled_vector_loops(tile, written=set()) == ({id(vector)} if rolled else set())
+
+
 def test_a_rolled_vector_loop_is_marked_and_still_computes_what_numpy_does(tmp_path, rng):
     """An int32 product (its lanes are LLVM's to vectorize) whose reduction is unrolled
     64 times around 32 lanes: LLVM is told not to unroll the vector loop."""
