@@ -141,8 +141,8 @@ CONSTANT_KERNEL_CONV = {
 
 
 def broadcast_forks(spec: dict[str, Any]) -> list[Schedule]:
-    """The forks of the tiling with and without the broadcast micro-kernel, the
-    difference: what only a rule that knows the vector width offers."""
+    """The forks that only a rule knowing the vector width offers: those past the
+    ones the rule without it makes."""
     func = workload_from_spec(spec)
     with_vectors = apply(MultiLevelTiling(vector_bits=AVX2_BITS), Schedule(func), "conv2d_nchw")
     without = apply(MultiLevelTiling(), Schedule(func), "conv2d_nchw")

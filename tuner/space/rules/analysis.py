@@ -253,18 +253,20 @@ def broadcast_vector(sch: Schedule, block: BlockRV, lanes: int) -> BroadcastVect
     ``lanes`` iterations, indexing one dimension of the output and some constant weight
     (``compiler.ir.layout_free``, stored with the loop's vector innermost) and no other
     input, whose every element is then one broadcast per vector: an NCHW convolution's
-    output channels. None otherwise (``NCHW[x]c`` itself vectorizes its last loop)."""
+    output channels. None otherwise (``NCHW[x]c`` itself vectorizes its last loop).
+    The block's nest is plain (``is_plain_nest``)."""
     realize = realize_of(sch, block)
     pairs = list(zip(realize.block.iter_vars, realize.iter_values, strict=True))
     loops = loops_of(sch, block)
+    sizes = extents(loops)
     spatial = [k for k, kind in enumerate(loop_kinds(sch, block)) if kind == SPATIAL]
-    if not spatial or extents([loops[spatial[-1]]])[0] % lanes == 0:
+    if not spatial or sizes[spatial[-1]] % lanes == 0:
         return None
     constants = {id(b) for b in layout_free_params(func_of(sch, block))}
     outputs = {id(b) for b in writes_of(realize.block)}
     for k in spatial[:-1]:
         bound = [iv.var for iv, value in pairs if uses_var(value, loops[k].loop_var)]
-        if len(bound) != 1 or extents([loops[k]])[0] % lanes:
+        if len(bound) != 1 or sizes[k] % lanes:
             continue
         used = _dims_using(realize.block, bound[0])
         written = [(b, dims) for key, (b, dims) in used.items() if key in outputs]
