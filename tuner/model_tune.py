@@ -3,8 +3,11 @@
 Each round gives one task (chosen by a task scheduler, ``tuner.scheduler``) a batch
 of trials with the single-workload loop (``tuner.tune.tune``), which resumes from the
 task's stored records. So the model's tuning resumes like a single task's: run it
-again with the same budget and it goes on from what the database holds. The model's
-estimated latency is the sum over tasks of weight times best time.
+again with the same budget and it goes on from what the database holds. A task's
+rounds are handed its siblings, the tasks whose spaces share its points (one
+operator under another epilogue, ``Space.shares_points_with``), whose records its
+search learns from first. The model's estimated latency is the sum over tasks of
+weight times best time.
 """
 
 from __future__ import annotations
@@ -132,6 +135,10 @@ def tune_model(
     spaces = [
         choose_space("auto", t.task.func, target=t.task.target, seed=options.seed) for t in chosen
     ]
+    siblings = [
+        [other for other in spaces if other is not space and space.shares_points_with(other)]
+        for space in spaces
+    ]
     size = options.round_size(len(chosen))
     rounds = 0
     while (left := options.trials - sum(state.trials for state in states)) > 0:
@@ -147,6 +154,7 @@ def tune_model(
             space=spaces[k],
             should_stop=should_stop,
             job_id=job_id,
+            siblings=siblings[k],
         )
         rounds += 1
         done = result.restored + result.measured

@@ -4,12 +4,13 @@ to learn from before it measures anything (AutoTVM's transfer learning).
 A similar workload is another stored workload that the task's kind of space fits
 (a matmul of another shape, for the ``matmul.x86`` template), with records on the
 same target: its candidates fill in the same design, so its measurements say
-which decisions are good.
+which decisions are good. A caller that knows the task's siblings (a model's tasks
+whose spaces share the task's points) has their records come first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from compiler.workload.key import workload_from_json
@@ -31,27 +32,40 @@ def similar_workloads(
     task: TuneTask,
     space: Space,
     *,
+    siblings: Sequence[Space] = (),
     max_workloads: int = 8,
     records_each: int = 512,
 ) -> Iterator[SimilarWorkload]:
-    """Up to ``max_workloads`` stored workloads other than the task's that the same
-    kind of space as ``space`` fits and that have current-format records on the
-    task's target, newest workload first, each with its ``records_each`` newest
-    records (failures included: they teach what not to try)."""
+    """The ``siblings`` (spaces of other workloads) that have current-format records
+    on the task's target, then up to ``max_workloads`` other stored workloads than
+    the task's that the same kind of space as ``space`` fits and that have such
+    records, newest workload first; each with its ``records_each`` newest records
+    (failures included: they teach what not to try)."""
+    for sibling in siblings:
+        records = _records(database, sibling.workload_key, task, records_each)
+        if records and sibling.workload_key != task.workload_key:
+            yield SimilarWorkload(sibling, records)
+    skipped = {task.workload_key, *(sibling.workload_key for sibling in siblings)}
     found = 0
     for entry in reversed(database.workloads()):
         if found >= max_workloads:
             return
-        if entry.key == task.workload_key:
+        if entry.key in skipped:
             continue
         other = space.for_workload(workload_from_json(entry.json))
         if other is None:
             continue
-        stored = database.records(
-            entry.key, task.target, purpose=Purpose.SEARCH, limit=records_each
-        )
-        records = tuple((r.trace, r.seconds) for r in stored if not r.stale)
+        records = _records(database, entry.key, task, records_each)
         if not records:
             continue
         found += 1
         yield SimilarWorkload(other, records)
+
+
+def _records(
+    database: Database, key: str, task: TuneTask, limit: int
+) -> tuple[tuple[str, float | None], ...]:
+    """The ``limit`` newest current-format search records of workload ``key`` on the
+    task's target: (trace JSON, seconds or None)."""
+    stored = database.records(key, task.target, purpose=Purpose.SEARCH, limit=limit)
+    return tuple((r.trace, r.seconds) for r in stored if not r.stale)

@@ -186,12 +186,16 @@ def tune(
     space: spaces.Space | None = None,
     should_stop: Callable[[], bool] | None = None,
     job_id: int | None = None,
+    siblings: Sequence[spaces.Space] = (),
 ) -> TuneResult:
     """Tune ``task`` with ``workers``, storing every measurement in ``database`` (as
     measured by the stored job ``job_id``, when one is given). The search is over
     ``space`` (of the task's workload), by default the template that fits
     (``options.template`` names another). ``should_stop`` is asked after each batch;
-    when it answers True the run ends there ("cancelled"), without re-timing."""
+    when it answers True the run ends there ("cancelled"), without re-timing. With
+    transfer, the search learns first from the records of the workloads of
+    ``siblings`` (other spaces, as a model's tasks whose spaces share this one's
+    points), then from those of other similar workloads."""
     options = options or TuneOptions()
     start = time.monotonic()
     space = space or spaces.space_for(task.func, target=task.target, template=options.template)
@@ -229,7 +233,7 @@ def tune(
             remaining -= len(again)
     if remaining > 0:
         strategy, transferred, similar = loop.timed(
-            lambda: _strategy(task, space, database, stored, remaining, options)
+            lambda: _strategy(task, space, database, stored, remaining, options, siblings)
         )
         reason = loop.run(strategy)
     if progress is not None:
@@ -286,6 +290,7 @@ def _strategy(
     stored: Sequence[TuningRecord],
     trials: int,
     options: TuneOptions,
+    siblings: Sequence[spaces.Space],
 ) -> tuple[SearchStrategy, int, int]:
     """The search for ``trials`` more trials, told the stored records and, when it
     learns across workloads, those of similar workloads; with how many records of how
@@ -301,7 +306,7 @@ def _strategy(
     strategy.restore_traces((r.trace, r.seconds) for r in stored)
     transferred = similar = 0
     if options.transfer and strategy.learns_from_other_workloads:
-        for other in similar_workloads(database, task, space):
+        for other in similar_workloads(database, task, space, siblings=siblings):
             taken = strategy.learn_from(other.space, other.records)
             transferred += taken
             similar += 1 if taken else 0

@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
+import pytest
 
 from compiler import te
 from compiler.ir.function import PrimFunc
@@ -189,3 +190,16 @@ def trials_to(strategy: SearchStrategy, digest: str) -> int | None:
         if observation.candidate is not None and observation.candidate.trace_hash == digest:
             return position
     return None
+
+
+def counting_replays(space: Space, monkeypatch: pytest.MonkeyPatch) -> set[Decisions]:
+    """The set that every point ``space`` replays from now on is added to."""
+    replayed: set[Decisions] = set()
+    replay_point = space.candidate
+
+    def counted(decisions: Decisions) -> TraceCandidate:
+        replayed.add(decisions)
+        return replay_point(decisions)
+
+    monkeypatch.setattr(space, "candidate", counted)
+    return replayed

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from replay_measurements import (
     Replay,
+    counting_replays,
     run,
     small_space,
     small_trace_space,
@@ -170,19 +171,6 @@ def test_exact_batches_no_trace_twice_and_nothing_restored_proposed(kind: str) -
     assert sizes == [8, 8, 8, 8]
     assert max(measured.measured.values()) == 1
     assert not restored & set(measured.measured)
-
-
-def counting_replays(space: Space, monkeypatch: pytest.MonkeyPatch) -> set[Decisions]:
-    """The set that every point ``space`` replays from now on is added to."""
-    replayed: set[Decisions] = set()
-    replay_point = space.candidate
-
-    def counted(decisions: Decisions) -> TraceCandidate:
-        replayed.add(decisions)
-        return replay_point(decisions)
-
-    monkeypatch.setattr(space, "candidate", counted)
-    return replayed
 
 
 def test_before_warmup_it_proposes_what_random_search_does(replay: Replay) -> None:

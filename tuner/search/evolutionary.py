@@ -14,7 +14,8 @@ Each ask, in order:
    nothing: the base class measures at random, and the model has nothing to learn;
 2. fit the cost model on every observation and the transfer records;
 3. fit a second, cheap model that reads only the decisions (see below);
-4. the first population: the fastest points measured so far and random ones;
+4. the first population: the fastest points measured so far, the fastest that
+   sibling workloads measured (below), and random ones;
 5. each of ``generations`` times: score the population with the cheap model,
    draw parents with probability proportional to their predicted throughput,
    mutate each into a child, and keep the children not met before;
@@ -33,23 +34,31 @@ a search that has only other workloads' records (transfer, a model's tasks in
 their first round) has none, and another space's decisions mean nothing here, so
 it learns the program model's scores of one population of random points that
 replay, which then start the generations.
+
+A sibling workload is one whose space has the same designs and domains
+(``Space.shares_points_with``): the same operator under another elementwise
+epilogue, as a ResNet's convolutions with and without the residual add. Its
+records are points of this space that mean the same, so the decision model learns
+from them as from the search's own (each workload's times relative to its
+fastest), and its fastest points join the first population: a task starts where
+its sibling's search got to, without replaying a random population.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Container, Iterator, Mapping, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from compiler.schedule import ScheduleError
+from compiler.schedule import ScheduleError, Trace
 from tuner import cost_model
 from tuner.cost_model.base import CostModel
 from tuner.cost_model.features import DecisionFeatures, FeatureExtractor
 from tuner.search import mutators
 from tuner.search.base import SearchError
-from tuner.search.model_guided import ModelGuidedSearch, log_targets
+from tuner.search.model_guided import ModelGuidedSearch, log_targets, recorded_points
 from tuner.space.base import Decisions, Space
 
 # The features the model reads unless told otherwise: the program's, under 1 ms a point on top
@@ -108,6 +117,19 @@ class EvolutionarySearch(ModelGuidedSearch):
         self.mutation = mutators.mix(mutation_probabilities)
         self._screen_features = DecisionFeatures()
         self._screen_model = cost_model.create("xgb", random_state=self.seed)
+        # Each sibling workload's measured points and their log throughputs relative
+        # to its fastest.
+        self._siblings: list[tuple[list[Decisions], np.ndarray]] = []
+
+    def learn_from(self, space: Space, records: Iterable[tuple[Trace | str, float | None]]) -> int:
+        """Train on another workload's records (see ``ModelGuidedSearch``); when that is a
+        sibling workload, whose space shares this one's points, also learn its points."""
+        records = list(records)
+        taken = super().learn_from(space, records)
+        if taken and self.space.shares_points_with(space):
+            points, throughputs = recorded_points(space, records)
+            self._siblings.append((points, log_targets(throughputs)))
+        return taken
 
     def _propose(self, count: int) -> Iterator[Decisions]:
         if not self._model_ready():
@@ -124,23 +146,25 @@ class EvolutionarySearch(ModelGuidedSearch):
         yield from self._with_exploration([p for p in ranked if not self.is_visited(p)], count)
 
     def _fit_screen(self, size: int) -> dict[Decisions, float]:
-        """Train the decision model on this search's own observations; before it has
-        any (only other workloads' records), on ``size`` random points that replay,
-        scored by the program's model, which those records taught: the decisions of
-        another space mean nothing here, but the program model's judgement of this
-        space's points does. Returns the random points with their scores (none when
-        the search has its own observations)."""
+        """Train the decision model on this search's own observations and its sibling
+        workloads' points; without either (only other workloads' records), on ``size``
+        random points that replay, scored by the program's model, which those records
+        taught: the decisions of another space mean nothing here, but the program
+        model's judgement of this space's points does. Returns the random points with
+        their scores (none otherwise)."""
+        groups = list(self._siblings)
         if self._warmed_up():
             points, throughputs = self._observed()
-            targets = log_targets(throughputs)
-            sampled: dict[Decisions, float] = {}
-        else:
+            groups.append((points, log_targets(throughputs)))
+        sampled: dict[Decisions, float] = {}
+        if not groups:
             points = self._initial_population(size, legal=True)
-            targets = self._predict(points)
-            sampled = dict(zip(points, targets.tolist(), strict=True))
+            groups.append((points, self._predict(points)))
+            sampled = dict(zip(points, groups[0][1].tolist(), strict=True))
+        points = [point for group, _ in groups for point in group]
         if points:
             rows = self._screen_features.transform(self.space, points)
-            self._screen_model.fit(rows, targets)
+            self._screen_model.fit(rows, np.concatenate([targets for _, targets in groups]))
         return sampled
 
     def _screen_predict(self, points: Sequence[Decisions]) -> np.ndarray:
@@ -167,10 +191,11 @@ class EvolutionarySearch(ModelGuidedSearch):
         return min(POPULATION_SIZE, max(MIN_POPULATION, POPULATION_PER_CANDIDATE * count))
 
     def _initial_population(self, size: int, *, legal: bool) -> list[Decisions]:
-        """The ``elites`` fastest points measured, then random unvisited points (that
-        replay, when ``legal``) up to ``size`` (fewer when the space has not that many
-        left)."""
+        """The ``elites`` fastest points measured, the ``elites`` fastest unvisited ones
+        of the sibling workloads, then random unvisited points (that replay, when
+        ``legal``) up to ``size`` (fewer when the space has not that many left)."""
         population = dict.fromkeys(o.decisions for o in self.measured()[: self.elites])
+        population.update(dict.fromkeys(self._sibling_elites(population)))
         for _ in range(ATTEMPTS_PER_POINT * size):
             if len(population) >= size:
                 break
@@ -178,6 +203,25 @@ class EvolutionarySearch(ModelGuidedSearch):
             if self._fresh(point, population) and (not legal or self._legal(point)):
                 population[point] = None
         return list(population)
+
+    def _sibling_elites(self, taken: Container[Decisions]) -> list[Decisions]:
+        """The ``elites`` fastest points of the sibling workloads (relative to each
+        one's fastest) that are neither visited nor ``taken``."""
+        ranked = sorted(
+            (
+                (target, point)
+                for points, targets in self._siblings
+                for point, target in zip(points, targets.tolist(), strict=True)
+            ),
+            key=lambda pair: -pair[0],
+        )
+        elites: dict[Decisions, None] = {}
+        for _, point in ranked:
+            if len(elites) >= self.elites:
+                break
+            if self._fresh(point, taken):
+                elites[point] = None
+        return list(elites)
 
     def _evolve(self, population: list[Decisions], size: int) -> dict[Decisions, float]:
         """Every point the generations met, with its score by the decision model (none

@@ -213,6 +213,17 @@ def transfer_records(
     ``warm_start``. ``space`` is that workload's space; with decision features it
     must share this one's design (the same template), loop-nest features compare
     across spaces. Records whose trace the space does not recognise are left out."""
+    points, throughputs = recorded_points(space, records)
+    if not points:
+        return np.zeros((0, 0)), np.zeros(0)
+    return extractor.transform(space, points), throughputs
+
+
+def recorded_points(
+    space: Space, records: Iterable[tuple[Trace | str, float | None]]
+) -> tuple[list[Decisions], np.ndarray]:
+    """The points of ``space`` that stored records (a trace and seconds or None) measured,
+    and their throughputs (0 for a failure); traces the space did not make are left out."""
     points = []
     throughputs = []
     flops = space.flop_count or 1
@@ -221,6 +232,4 @@ def transfer_records(
         if candidate is not None:
             points.append(candidate.decisions)
             throughputs.append(flops / seconds if seconds else 0.0)
-    if not points:
-        return np.zeros((0, 0)), np.zeros(0)
-    return extractor.transform(space, points), np.array(throughputs)
+    return points, np.array(throughputs)

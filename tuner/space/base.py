@@ -275,6 +275,19 @@ class Space(abc.ABC):
                     values = (*decisions.values[:k], value, *decisions.values[k + 1 :])
                     yield Decisions(decisions.design, values)
 
+    def shares_points_with(self, other: Space) -> bool:
+        """Whether ``other``'s decisions are points of this space that mean the same:
+        the same kind of space with the same designs and domains. A sibling workload
+        (one operator under another elementwise epilogue: a convolution with and
+        without a residual add) has such a space, so its measured points are worth
+        trying here as they are."""
+        if type(other) is not type(self) or other.design_count != self.design_count:
+            return False
+        return all(
+            other.decision_domains(design) == self.decision_domains(design)
+            for design in range(self.design_count)
+        )
+
     def program(self, candidate: TraceCandidate) -> ScheduledProgram:
         """The candidate's scheduled (and, on demand, lowered) program, replayed at
         most once per process."""
