@@ -34,8 +34,10 @@ class ModelTuneOptions:
     """``trials`` is the model's budget, stored trials included; each round gives one
     task ``round_trials`` of it (None: ``ROUND_TRIALS``, less when the budget would not
     give every task a round of that size). A task whose best fell by less than
-    ``tuner.scheduler.MIN_GAIN`` over its last ``stall_rounds`` rounds gets no more: the
-    others get its trials (None: every task gets rounds until the budget is spent).
+    ``tuner.scheduler.MIN_GAIN`` over its last ``stall_rounds`` rounds gets no more
+    while another task takes rounds: the others get its trials; once none does, the
+    scheduler picks among the stalled ones, a round at a time, until the budget is
+    spent (None: every task gets rounds until the budget is spent).
     Once the budget is spent, each task's ``retime_top`` fastest schedules and its
     default one are re-timed side by side, ``retime_rounds`` times (``tuner.model_retime``;
     0: none), when the run measured anything."""
@@ -142,7 +144,7 @@ def tune_model(
     size = options.round_size(len(chosen))
     rounds = 0
     while (left := options.trials - sum(state.trials for state in states)) > 0:
-        k = pick.next_task(states)
+        k = pick.next_round(states)
         if k is None:
             break
         asked = states[k].trials + min(size, left)

@@ -99,6 +99,18 @@ def test_a_budget_is_shared_by_the_tasks_resumed_and_the_tuned_model_is_right(
         np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-5)
 
 
+def test_stalled_tasks_spend_what_is_left_of_the_budget(rng, database, backend) -> None:
+    """A task whose best stopped falling gives its rounds to the others, but the
+    budget is spent even once every task has stalled."""
+    tasks = extract_tasks(import_onnx(mlp(rng)))
+    options = ModelTuneOptions(
+        trials=40, round_trials=4, tuner="random", stall_rounds=1, retime_top=0
+    )
+    result = tune_model(tasks, database=database, workers=backend, options=options)
+    assert result.trials == 40 and result.rounds == 10
+    assert all(p.state.stopped != "space exhausted" for p in result.tasks)
+
+
 @pytest.mark.parametrize("build", [resnet_block, transformer_layer])
 def test_a_tuned_model_still_computes_what_onnxruntime_does(build, rng, database, backend) -> None:
     model = build(rng)

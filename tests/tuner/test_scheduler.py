@@ -110,3 +110,20 @@ def test_a_stopped_task_gives_its_rounds_to_the_others() -> None:
     light = TaskState(1, 64, ((64, 1e-3),))
     for kind in scheduler.KINDS:
         assert scheduler.create(kind).next_task([stopped, light]) == 1
+
+
+def test_once_every_task_stopped_the_stalled_ones_share_what_is_left() -> None:
+    """The budget is the user's: with no task taking rounds, a model's next round goes
+    to a stalled task (the scheduler's pick among them), never to a spent space."""
+    stall = stop_reason("budget spent", ((16, 1.0e-3), (32, 1.0e-3)), 1)
+    heavy = TaskState(8, 64, ((64, 9e-3),), stopped=stall)
+    light = TaskState(1, 64, ((64, 1e-3),), stopped=stall)
+    spent = TaskState(8, 64, ((64, 9e-3),), stopped="space exhausted")
+    for kind in scheduler.KINDS:
+        pick = scheduler.create(kind)
+        assert pick.next_task([spent, light, heavy]) is None
+        assert pick.next_round([spent, light, heavy]) in (1, 2)
+        assert pick.next_round([spent, replace(light, stopped="early stopping")]) is None
+        open_light = replace(light, stopped="")
+        assert pick.next_round([heavy, open_light]) == 1  # an open task first
+    assert scheduler.create("gradient").next_round([spent, light, heavy]) == 2

@@ -54,7 +54,8 @@ def add_commands(commands: Any) -> None:
         type=int_in_range(0),
         default=5,
         help="a task whose best fell by less than 1%% over its last this many rounds gets "
-        "no more; the others get its trials (default: 5; 0: never stop a task)",
+        "no more while others take rounds; they get its trials (default: 5; 0: never stop "
+        "a task)",
     )
     tune.add_argument("--seed", type=int_in_range(0), default=0, help="seed of every choice")
     worker_arguments(tune)

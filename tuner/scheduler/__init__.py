@@ -12,6 +12,7 @@ from tuner.scheduler.base import (
     SchedulerError,
     TaskScheduler,
     TaskState,
+    stalled,
     stop_reason,
 )
 from tuner.scheduler.gradient import GradientScheduler
@@ -33,5 +34,6 @@ __all__ = [
     "TaskScheduler",
     "TaskState",
     "create",
+    "stalled",
     "stop_reason",
 ]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 class SchedulerError(ValueError):
@@ -17,6 +17,8 @@ class SchedulerError(ValueError):
 # A task keeps getting rounds while its best falls by at least this share over its last
 # few rounds (``stop_reason``); less is within the timing's noise.
 MIN_GAIN = 0.01
+# How the reason a task stopped for that begins.
+STALLED = "its best fell by less than"
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,16 @@ class TaskScheduler(abc.ABC):
     def next_task(self, states: Sequence[TaskState]) -> int | None:
         """The index of the task to tune next, or None when no task can take trials."""
 
+    def next_round(self, states: Sequence[TaskState]) -> int | None:
+        """The task of a model's next round: ``next_task`` of the tasks not stopped;
+        once every task is, of the stalled ones too, since their spaces may still hold
+        faster points and the budget left is the user's. None when every task's space
+        or search is spent."""
+        chosen = self.next_task(states)
+        if chosen is None:
+            chosen = self.next_task([replace(s, stopped="") if stalled(s) else s for s in states])
+        return chosen
+
 
 def open_tasks(states: Sequence[TaskState]) -> list[int]:
     return [k for k, state in enumerate(states) if not state.stopped]
@@ -71,5 +83,11 @@ def stop_reason(
     if stall_rounds is not None and len(history) > stall_rounds:
         then, now = history[-1 - stall_rounds][1], history[-1][1]
         if now > then * (1 - MIN_GAIN):
-            return f"its best fell by less than {MIN_GAIN:.0%} in its last {stall_rounds} rounds"
+            return f"{STALLED} {MIN_GAIN:.0%} in its last {stall_rounds} rounds"
     return ""
+
+
+def stalled(state: TaskState) -> bool:
+    """Whether ``state`` was stopped because its best stopped falling (its space may
+    still hold faster points), not because its space or search was spent."""
+    return state.stopped.startswith(STALLED)
