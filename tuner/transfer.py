@@ -42,8 +42,10 @@ def similar_workloads(
     records, newest workload first; each with its ``records_each`` newest records
     (failures included: they teach what not to try)."""
     for sibling in siblings:
+        if sibling.workload_key == task.workload_key:
+            continue
         records = _records(database, sibling.workload_key, task, records_each)
-        if records and sibling.workload_key != task.workload_key:
+        if records:
             yield SimilarWorkload(sibling, records)
     skipped = {task.workload_key, *(sibling.workload_key for sibling in siblings)}
     found = 0

@@ -12,7 +12,6 @@ from tuner.scheduler.base import (
     SchedulerError,
     TaskScheduler,
     TaskState,
-    stalled,
     stop_reason,
 )
 from tuner.scheduler.gradient import GradientScheduler
@@ -34,6 +33,5 @@ __all__ = [
     "TaskScheduler",
     "TaskState",
     "create",
-    "stalled",
     "stop_reason",
 ]

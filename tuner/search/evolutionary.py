@@ -47,18 +47,18 @@ its sibling's search got to, without replaying a random population.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Container, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from compiler.schedule import ScheduleError, Trace
+from compiler.schedule import ScheduleError
 from tuner import cost_model
 from tuner.cost_model.base import CostModel
 from tuner.cost_model.features import DecisionFeatures, FeatureExtractor
 from tuner.search import mutators
 from tuner.search.base import SearchError
-from tuner.search.model_guided import ModelGuidedSearch, log_targets, recorded_points
+from tuner.search.model_guided import ModelGuidedSearch, log_targets
 from tuner.space.base import Decisions, Space
 
 # The features the model reads unless told otherwise: the program's, under 1 ms a point on top
@@ -121,13 +121,11 @@ class EvolutionarySearch(ModelGuidedSearch):
         # to its fastest.
         self._siblings: list[tuple[list[Decisions], np.ndarray]] = []
 
-    def learn_from(self, space: Space, records: Iterable[tuple[Trace | str, float | None]]) -> int:
-        """Train on another workload's records (see ``ModelGuidedSearch``); when that is a
-        sibling workload, whose space shares this one's points, also learn its points."""
-        records = list(records)
-        taken = super().learn_from(space, records)
+    def _learn_points(self, space: Space, points: list[Decisions], throughputs: np.ndarray) -> int:
+        """Train on another workload's points (see ``ModelGuidedSearch``); when that is a
+        sibling workload, whose space shares this one's points, also keep them."""
+        taken = super()._learn_points(space, points, throughputs)
         if taken and self.space.shares_points_with(space):
-            points, throughputs = recorded_points(space, records)
             self._siblings.append((points, log_targets(throughputs)))
         return taken
 

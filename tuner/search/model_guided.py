@@ -102,11 +102,18 @@ class ModelGuidedSearch(SearchStrategy):
         """Train on another workload's records (``space`` is that workload's space) from
         the first ask; records its space does not recognise, or a space whose features
         do not line up with this one's, are left out."""
-        rows, values = transfer_records(self.extractor, space, records)
-        if not len(values) or rows.shape[1] != self._feature_width:
+        return self._learn_points(space, *recorded_points(space, records))
+
+    def _learn_points(self, space: Space, points: list[Decisions], throughputs: np.ndarray) -> int:
+        """``learn_from`` the points of ``space`` its records measured; returns how many
+        it took."""
+        if not points:
             return 0
-        self.warm_start(rows, values)
-        return len(values)
+        rows = self.extractor.transform(space, points)
+        if rows.shape[1] != self._feature_width:
+            return 0
+        self.warm_start(rows, throughputs)
+        return len(points)
 
     def _worth_confirming(self) -> list[Observation]:
         """The fastest points measured once, then the surprises since the last call:
