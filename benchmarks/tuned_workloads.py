@@ -1,6 +1,6 @@
 """The workloads the tuning benchmarks share, and tuning one of them from scratch.
 
-Imported by ``tune.py`` and ``coexist.py``.
+Imported by ``tune.py``, ``search.py``, ``coexist.py`` and ``gpu.py``.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from tuner.space import Space
 from tuner.space_choice import choose_space
 from tuner.task import TuneTask
 from tuner.tune import TuneOptions, TuneResult, tune
+from workers import MeasureConfig
 
 GEMM = {"op": "matmul", "args": {"m": 1024, "n": 1024, "k": 1024}}
 CONV = {
@@ -40,10 +41,12 @@ def tune_from_scratch(
     space: Space | str = "auto",
     tuner: str = "xgb",
     progress: Progress | None = None,
+    measure: MeasureConfig | None = None,
 ) -> tuple[TuneResult, compiler.runtime.Module]:
-    """``task`` tuned with the local workers into a temporary database, over ``space``
-    (or the space it names: ``tuner.space_choice``) with the search ``tuner``, and the
-    module ``compiler.build`` makes from that database (the best re-timed schedule).
+    """``task`` tuned with the local workers (timing as ``measure`` says; None: the
+    runner's default) into a temporary database, over ``space`` (or the space it names:
+    ``tuner.space_choice``) with the search ``tuner``, and the module ``compiler.build``
+    makes from that database (the best re-timed schedule).
     The search runs by itself, without the default schedule as a first trial, so the
     figures compare searches and spaces."""
     chosen = space
@@ -51,7 +54,7 @@ def tune_from_scratch(
         chosen = choose_space(space, task.func, target=task.target, seed=seed)
     with tempfile.TemporaryDirectory() as folder:
         url = f"sqlite:///{os.path.join(folder, 'tune.db')}"
-        with SQLDatabase(url) as database, workers.create("local") as backend:
+        with SQLDatabase(url) as database, workers.create("local", config=measure) as backend:
             options = TuneOptions(trials=trials, seed=seed, tuner=tuner, baseline=False)
             result = tune(
                 task,

@@ -230,9 +230,11 @@ class Space(abc.ABC):
     def flop_count(self) -> int:
         return flop_count(self.func)
 
-    def random_decisions(self, rng: random.Random) -> Decisions:
-        """A design and one decision of each of its domains, uniformly at random."""
-        design = rng.randrange(self.design_count)
+    def random_decisions(self, rng: random.Random, design: int | None = None) -> Decisions:
+        """One decision of each domain of ``design`` (None: a design drawn too), uniformly
+        at random."""
+        if design is None:
+            design = rng.randrange(self.design_count)
         domains = self.decision_domains(design)
         return Decisions(design, tuple(rng.choice(d.values) for d in domains))
 

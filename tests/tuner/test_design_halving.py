@@ -1,0 +1,83 @@
+"""A generated space has several designs (a GEMM: tiled with or without a write
+cache, packed, with its epilogue fused at one level or another). The random points
+take the designs in turns, and the evolutionary search shares its batches among the
+designs fastest so far, halving them as measurements come in (successive halving),
+so that a design whose first random points were slow still gets bred from."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+
+import pytest
+from replay_measurements import Replay, small_matmul
+
+from tuner import search
+from tuner.search.base import design_rotation, replays
+from tuner.search.evolutionary import DESIGN_HALVING_TRIALS
+from tuner.space import GeneratedSpace, Space, TraceCandidate
+
+AVX512_TARGET = "llvm -mcpu=znver4 -num-cores=2"
+
+
+@pytest.fixture(scope="module")
+def space() -> Space:
+    made = GeneratedSpace(small_matmul(64, 64, 64), target=AVX512_TARGET)
+    assert made.design_count >= 4, made.design_count
+    return made
+
+
+def by_design(space: Space) -> Replay:
+    """Design d runs d + 1 times slower than design 0, whatever its decisions (which
+    set a small, fixed spread within a design)."""
+
+    def seconds(candidate: TraceCandidate) -> float:
+        spread = hash(candidate.decisions.values) % 97 / 1000
+        return 1e-4 * (candidate.decisions.design + 1) * (1 + spread)
+
+    return Replay(space, seconds)
+
+
+def test_the_rotation_gives_every_design_once_a_turn() -> None:
+    rotation = design_rotation(range(5), random.Random(3))
+    turns = [[next(rotation) for _ in range(5)] for _ in range(4)]
+    assert all(sorted(turn) == list(range(5)) for turn in turns)
+    assert len({tuple(turn) for turn in turns}) > 1  # shuffled each turn
+
+
+def test_random_points_take_the_designs_in_turns_and_replay(space: Space) -> None:
+    """About a third of this space's random points are illegal; a design's turn draws
+    until one replays, so every design gets its share of legal points."""
+    strategy = search.create("random", space=space, max_trials=64)
+    drawn = strategy.random_unvisited()
+    points = [next(drawn) for _ in range(4 * space.design_count)]
+    assert Counter(point.design for point in points) == {d: 4 for d in range(space.design_count)}
+    assert all(replays(space, point) for point in points)
+    illegal = 0
+    rng = random.Random(0)
+    for _ in range(100):
+        illegal += not replays(space, space.random_decisions(rng))
+    assert illegal >= 10, illegal  # the retry is what the second assertion checks
+
+
+def test_the_designs_a_batch_is_shared_among_halve_fastest_first(space: Space) -> None:
+    """Batch 1 is random (every design); after each DESIGN_HALVING_TRIALS measured, the
+    batch goes to the faster half of the designs before, down to the fastest."""
+    replay = by_design(space)
+    count = space.design_count
+    strategy = search.create(
+        "evolutionary",
+        space=space,
+        max_trials=5 * DESIGN_HALVING_TRIALS,
+        batch_size=DESIGN_HALVING_TRIALS,
+        seed=1,
+        epsilon=0.0,
+        features="decision",
+    )
+    seen = []
+    while (batch := strategy.generate_measure_candidates()) is not None:
+        seen.append({candidate.decisions.design for candidate in batch})
+        strategy.notify_runner_results(batch, replay.measure(batch))
+    expected = [set(range(math.ceil(count / 2**halvings))) for halvings in range(5)]
+    assert seen == expected, (seen, expected)
