@@ -81,3 +81,18 @@ def test_the_designs_a_batch_is_shared_among_halve_fastest_first(space: Space) -
         strategy.notify_runner_results(batch, replay.measure(batch))
     expected = [set(range(math.ceil(count / 2**halvings))) for halvings in range(5)]
     assert seen == expected, (seen, expected)
+
+
+def test_a_search_that_learned_from_other_workloads_keeps_every_design(space: Space) -> None:
+    """With another workload's records (a model's task after the first), the model they
+    taught judges every design from the first ask: no design is left out, and the
+    batches are not shared out in turns."""
+    other = GeneratedSpace(small_matmul(32, 64, 64), target=AVX512_TARGET)
+    assert not space.shares_points_with(other)
+    rng = random.Random(5)
+    records = [(other.sample(rng).trace, 1e-4 * (1 + k % 7)) for k in range(24)]
+    alone = search.create("evolutionary", space=space, max_trials=64, features="decision")
+    taught = search.create("evolutionary", space=space, max_trials=64, features="decision")
+    assert taught.learn_from(other, records) == 24
+    assert alone._kept_designs() == list(range(space.design_count))
+    assert taught._kept_designs() is None

@@ -33,7 +33,8 @@ kept to the design of its fastest random first point: over three seeds of a GEMM
 1024^3 at 64 trials, three different designs, at 229, 349 and 445 GFLOP/s. So the
 designs take turns in the random points, and the model-guided batches are shared
 among the designs fastest so far, halved after each ``DESIGN_HALVING_TRIALS``
-measurements (successive halving) down to one.
+measurements (successive halving) down to one; unless the search learned from other
+workloads' records, whose model judges every design from the first ask.
 
 Scoring a point with the program's features needs its candidate, a replay of its
 trace that costs tens of milliseconds for a blocked convolution, and generations
@@ -151,20 +152,27 @@ class EvolutionarySearch(ModelGuidedSearch):
         designs = self._kept_designs()
         scored = self._fit_screen(size, designs)
         population = list(scored) or self._initial_population(size, designs, legal=False)
-        met = self._evolve(population, size)
+        met = self._evolve(population, size, by_design=designs is not None)
         unscored = {point: score for point, score in met.items() if point not in scored}
         scored.update(self._shortlisted(unscored, SHORTLIST_PER_CANDIDATE * count, designs))
         ranked = _in_turns(sorted(scored, key=lambda point: -scored[point]), designs)
         self._expect(scored)
         yield from self._with_exploration([p for p in ranked if not self.is_visited(p)], count)
 
-    def _kept_designs(self) -> list[int]:
+    def _kept_designs(self) -> list[int] | None:
         """The designs this ask shares its batch among, fastest measured first:
         successive halving. Every design while fewer than DESIGN_HALVING_TRIALS points
         were measured (this search's and its sibling workloads'), then the faster half
         of them, and half of that again after each further DESIGN_HALVING_TRIALS, down
         to one. A design's first random points say little of its best, and before
-        this, a search bred only from the design of its fastest first point."""
+        this, a search bred only from the design of its fastest first point.
+
+        None (every design, without shares) when the search learned from other
+        workloads' records that are not its siblings': the model those records taught
+        judges every design's points from the first ask, and a model's task, which gets
+        a few rounds, would spread them over its six to eight designs."""
+        if len(self._transfer) > len(self._siblings):
+            return None
         best: dict[int, float] = {}
         groups = list(self._siblings)
         if self.history:
@@ -180,10 +188,10 @@ class EvolutionarySearch(ModelGuidedSearch):
         ranked += [d for d in range(designs) if d not in best]
         return ranked[: max(1, math.ceil(designs / 2**halvings))]
 
-    def _fit_screen(self, size: int, designs: Sequence[int]) -> dict[Decisions, float]:
+    def _fit_screen(self, size: int, designs: Sequence[int] | None) -> dict[Decisions, float]:
         """Train the decision model on this search's own observations and its sibling
         workloads' points; without either (only other workloads' records), on ``size``
-        random points of ``designs`` that replay, scored by the program's model, which
+        random points of ``designs`` (None: any) that replay, scored by the program's model, which
         those records taught: the decisions of another space mean nothing here, but the
         program model's judgement of this space's points does. Returns the random points
         with their scores (none otherwise)."""
@@ -209,10 +217,11 @@ class EvolutionarySearch(ModelGuidedSearch):
         return self._screen_model.predict(self._screen_features.transform(self.space, points))
 
     def _shortlisted(
-        self, met: dict[Decisions, float], wanted: int, designs: Sequence[int]
+        self, met: dict[Decisions, float], wanted: int, designs: Sequence[int] | None
     ) -> dict[Decisions, float]:
         """Up to ``wanted`` of the unvisited points ``met`` in the generations, the
-        ``designs`` in turns and each one's best by the decision model first, that
+        ``designs`` in turns (None: any, no turns), each one's best by the decision
+        model first, that
         replay, each with the program model's score."""
         legal: list[Decisions] = []
         for point in _in_turns(sorted(met, key=lambda p: -met[p]), designs):
@@ -229,19 +238,24 @@ class EvolutionarySearch(ModelGuidedSearch):
         return min(POPULATION_SIZE, max(MIN_POPULATION, POPULATION_PER_CANDIDATE * count))
 
     def _initial_population(
-        self, size: int, designs: Sequence[int], *, legal: bool
+        self, size: int, designs: Sequence[int] | None, *, legal: bool
     ) -> list[Decisions]:
-        """Of ``designs``: the fastest points measured (``elites`` shared among the
-        designs), the ``elites`` fastest unvisited ones of the sibling workloads, then
-        random unvisited points (that replay, when ``legal``) up to ``size`` (fewer when
-        the space has not that many left)."""
-        share = max(1, self.elites // len(designs))
-        kept = [o.decisions for o in self.measured() if o.decisions.design in designs]
-        population = dict.fromkeys(
-            point for design in designs for point in [p for p in kept if p.design == design][:share]
-        )
+        """Of ``designs`` (None: any): the fastest points measured (``elites`` shared
+        among the designs), the ``elites`` fastest unvisited ones of the sibling
+        workloads, then random unvisited points (that replay, when ``legal``) up to
+        ``size`` (fewer when the space has not that many left)."""
+        measured = [o.decisions for o in self.measured()]
+        if designs is None:
+            population = dict.fromkeys(measured[: self.elites])
+        else:
+            share = max(1, self.elites // len(designs))
+            population = dict.fromkeys(
+                point for d in designs for point in [p for p in measured if p.design == d][:share]
+            )
         population.update(dict.fromkeys(self._sibling_elites(population, designs)))
-        rotation = design_rotation(designs, self.rng)
+        rotation = design_rotation(
+            range(self.space.design_count) if designs is None else designs, self.rng
+        )
         for _ in range(ATTEMPTS_PER_POINT * size):
             if len(population) >= size:
                 break
@@ -251,10 +265,11 @@ class EvolutionarySearch(ModelGuidedSearch):
         return list(population)
 
     def _sibling_elites(
-        self, taken: Container[Decisions], designs: Container[int]
+        self, taken: Container[Decisions], designs: Container[int] | None
     ) -> list[Decisions]:
-        """The ``elites`` fastest points of ``designs`` of the sibling workloads
-        (relative to each one's fastest) that are neither visited nor ``taken``."""
+        """The ``elites`` fastest points of ``designs`` (None: any) of the sibling
+        workloads (relative to each one's fastest) that are neither visited nor
+        ``taken``."""
         ranked = sorted(
             (
                 (target, point)
@@ -267,18 +282,21 @@ class EvolutionarySearch(ModelGuidedSearch):
         for _, point in ranked:
             if len(elites) >= self.elites:
                 break
-            if point.design in designs and self._fresh(point, taken):
+            if (designs is None or point.design in designs) and self._fresh(point, taken):
                 elites[point] = None
         return list(elites)
 
-    def _evolve(self, population: list[Decisions], size: int) -> dict[Decisions, float]:
+    def _evolve(
+        self, population: list[Decisions], size: int, *, by_design: bool
+    ) -> dict[Decisions, float]:
         """Every point the generations met, with its score by the decision model (none
-        is replayed: ``_shortlisted`` replays the shortlist)."""
+        is replayed: ``_shortlisted`` replays the shortlist); ``by_design``: parents
+        are drawn by their score relative to their design's best (``_children``)."""
         scored: dict[Decisions, float] = {}
         for _ in range(self.generations):
             scores = self._screen_predict(population)
             scored.update(zip(population, scores.tolist(), strict=True))
-            population = self._children(population, scores, size, scored)
+            population = self._children(population, scores, size, scored, by_design)
         scored.update(zip(population, self._screen_predict(population).tolist(), strict=True))
         return scored
 
@@ -288,17 +306,20 @@ class EvolutionarySearch(ModelGuidedSearch):
         scores: np.ndarray,
         size: int,
         met: Mapping[Decisions, Any],
+        by_design: bool,
     ) -> list[Decisions]:
         """Up to ``size`` children not in ``met`` nor visited, each a mutation of a
-        parent drawn with probability proportional to its predicted throughput relative
-        to the best parent of its design (the scores are log throughputs), so that one
-        design's higher scores do not leave the others without children."""
+        parent drawn with probability proportional to its predicted throughput (the
+        scores are log throughputs) relative to the best parent's, or ``by_design`` to
+        the best parent of its design, so that one design's higher scores do not leave
+        the others without children."""
         if not parents:
             return []
         leaders: dict[int, float] = {}
-        for parent, score in zip(parents, scores.tolist(), strict=True):
-            leaders[parent.design] = max(score, leaders.get(parent.design, score))
-        weights = np.exp(scores - np.array([leaders[p.design] for p in parents]))
+        groups = [p.design if by_design else 0 for p in parents]
+        for group, score in zip(groups, scores.tolist(), strict=True):
+            leaders[group] = max(score, leaders.get(group, score))
+        weights = np.exp(scores - np.array([leaders[g] for g in groups]))
         cumulative = list(itertools.accumulate(weights.tolist()))
         children: dict[Decisions, None] = {}
         for _ in range(ATTEMPTS_PER_POINT * size):
@@ -315,9 +336,11 @@ class EvolutionarySearch(ModelGuidedSearch):
         return not self.is_visited(point) and point not in taken
 
 
-def _in_turns(ranked: Sequence[Decisions], designs: Sequence[int]) -> list[Decisions]:
+def _in_turns(ranked: Sequence[Decisions], designs: Sequence[int] | None) -> list[Decisions]:
     """The points of ``ranked`` (best first) of ``designs``, the designs taking turns in
-    that order, each with its points in ranked order."""
+    that order, each with its points in ranked order; None: ``ranked`` as it is."""
+    if designs is None:
+        return list(ranked)
     queues: dict[int, list[Decisions]] = {design: [] for design in designs}
     for point in ranked:
         if point.design in queues:
