@@ -174,10 +174,7 @@ class EvolutionarySearch(ModelGuidedSearch):
         if len(self._transfer) > len(self._siblings):
             return None
         best: dict[int, float] = {}
-        groups = list(self._siblings)
-        if self.history:
-            points, throughputs = self._observed()
-            groups.append((points, log_targets(throughputs)))
+        groups = self._relative_points(own=bool(self.history))
         for points, targets in groups:
             for point, target in zip(points, targets.tolist(), strict=True):
                 best[point.design] = max(target, best.get(point.design, target))
@@ -188,17 +185,23 @@ class EvolutionarySearch(ModelGuidedSearch):
         ranked += [d for d in range(designs) if d not in best]
         return ranked[: max(1, math.ceil(designs / 2**halvings))]
 
+    def _relative_points(self, *, own: bool) -> list[tuple[list[Decisions], np.ndarray]]:
+        """The sibling workloads' measured points, and this search's when ``own``, each
+        group with its log throughputs relative to its fastest."""
+        groups = list(self._siblings)
+        if own:
+            points, throughputs = self._observed()
+            groups.append((points, log_targets(throughputs)))
+        return groups
+
     def _fit_screen(self, size: int, designs: Sequence[int] | None) -> dict[Decisions, float]:
         """Train the decision model on this search's own observations and its sibling
         workloads' points; without either (only other workloads' records), on ``size``
-        random points of ``designs`` (None: any) that replay, scored by the program's model, which
-        those records taught: the decisions of another space mean nothing here, but the
-        program model's judgement of this space's points does. Returns the random points
-        with their scores (none otherwise)."""
-        groups = list(self._siblings)
-        if self._warmed_up():
-            points, throughputs = self._observed()
-            groups.append((points, log_targets(throughputs)))
+        random points of ``designs`` (None: any) that replay, scored by the program's
+        model, which those records taught: the decisions of another space mean nothing
+        here, but the program model's judgement of this space's points does. Returns the
+        random points with their scores (none otherwise)."""
+        groups = self._relative_points(own=self._warmed_up())
         sampled: dict[Decisions, float] = {}
         if not groups:
             points = self._initial_population(size, designs, legal=True)
@@ -219,10 +222,9 @@ class EvolutionarySearch(ModelGuidedSearch):
     def _shortlisted(
         self, met: dict[Decisions, float], wanted: int, designs: Sequence[int] | None
     ) -> dict[Decisions, float]:
-        """Up to ``wanted`` of the unvisited points ``met`` in the generations, the
-        ``designs`` in turns (None: any, no turns), each one's best by the decision
-        model first, that
-        replay, each with the program model's score."""
+        """Up to ``wanted`` of the unvisited points ``met`` in the generations that
+        replay, the ``designs`` in turns (None: any, no turns) and each one's best by
+        the decision model first, each with the program model's score."""
         legal: list[Decisions] = []
         for point in _in_turns(sorted(met, key=lambda p: -met[p]), designs):
             if len(legal) >= wanted:
