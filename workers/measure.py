@@ -10,6 +10,7 @@ workload) and ``measure`` (load, check, time).
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 import time
@@ -48,6 +49,13 @@ COLD_CUT_SECONDS = 0.1
 # a BERT layer fits several times over.
 REFERENCE_BYTES = 512 << 20
 WARM_CUT_SECONDS = 0.01
+# A call at least this long is timed in at most ``LONG_CALL_RUNS`` loops: its runs differ
+# by under 1 % (GEMM 1024^3 candidates of 0.14-2.5 s a call on Zen 4: the fastest of two
+# within 0.9 % of the fastest of five), and a search's first batch of random points is
+# full of them (a 64-trial GEMM search spent 40 % of its time timing ten such points,
+# 30-150 times slower than its best).
+LONG_CALL_SECONDS = 0.1
+LONG_CALL_RUNS = 2
 
 
 class Measurer:
@@ -177,21 +185,44 @@ def time_in_steps(
     further one starts only if, at the pace of the fastest loop yet, it ends before
     ``deadline``. A shorter loop says the kernel is fast: ``time_raw`` then grows
     ``number`` and times every repeat, which takes about ``repeat`` times
-    ``min_repeat_ms``. So does a later loop that is that short: the first was slowed by
-    something else (a thread pool waking, another process), and one slow call must not
-    leave a kernel of microseconds timed call by call."""
+    ``min_repeat_ms``. So does a later loop that is that
+    short: the first was slowed by something else (a thread pool waking, another
+    process), and one slow call must not leave a kernel of microseconds timed call by
+    call. A kernel whose calls take ``LONG_CALL_SECONDS`` stops at ``LONG_CALL_RUNS``."""
     first = loops(config.number, 1, 0.0, warmup=config.warmup)
     (per_call,) = first.results
     if cutoff_seconds is not None and per_call > cutoff_seconds:
         return first
     results = list(first.results)
     while True:
-        loop_seconds = min(results) * first.number
+        fastest = min(results)
+        loop_seconds = fastest * first.number
         if loop_seconds * 1e3 < config.min_repeat_ms:
-            return loops(config.number, config.repeat, config.min_repeat_ms, warmup=0)
-        if len(results) >= config.repeat or time.monotonic() + loop_seconds >= deadline:
+            return _time_in_calibrated_loops(loops, config, fastest)
+        enough = config.repeat
+        if fastest >= LONG_CALL_SECONDS:
+            enough = min(enough, LONG_CALL_RUNS)
+        if len(results) >= enough or time.monotonic() + loop_seconds >= deadline:
             return ProfileResult(tuple(results), first.number)
         results.extend(loops(first.number, 1, 0.0, warmup=0).results)
+
+
+def _time_in_calibrated_loops(
+    loops: Callable[..., ProfileResult], config: MeasureConfig, per_call: float
+) -> ProfileResult:
+    """``config.repeat`` loops of at least ``min_repeat_ms``, of as many calls as take
+    that long (with 10 % to spare) at ``per_call``, the pace met so far. When the first
+    such loop is as long as that, it is the first repeat; when it is shorter (the pace
+    met was slowed), ``loops`` grows ``number`` from there."""
+    paced = math.ceil(config.min_repeat_ms * 1e-3 / max(per_call, 1e-9) * 1.1)
+    number = max(config.number, paced)
+    first = loops(number, 1, 0.0, warmup=0)
+    if first.results[0] * number * 1e3 < config.min_repeat_ms:
+        return loops(number, config.repeat, config.min_repeat_ms, warmup=0)
+    if config.repeat == 1:
+        return first
+    rest = loops(number, config.repeat - 1, 0.0, warmup=0)
+    return ProfileResult(first.results + rest.results, number)
 
 
 def _nbytes(reference: Reference | str) -> int:

@@ -58,7 +58,7 @@ from workers import (
 )
 from workers import measure as measure_module
 from workers.check import make_reference
-from workers.measure import Measurer, time_in_steps
+from workers.measure import LONG_CALL_RUNS, Measurer, time_in_steps
 
 
 def test_a_runner_keeps_references_up_to_its_byte_budget(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -237,6 +237,36 @@ def test_reference_mismatch_names_the_output_and_the_place() -> None:
     assert message is not None and "'T_matmul'" in message and "(10, 20)" in message
 
 
+def test_reference_mismatch_catches_nans_and_wrong_infinities() -> None:
+    func = workload_from_spec(MATMUL)
+    reference = make_reference(func, normalize_spec(MATMUL), seed=0)
+    arrays = reference.fresh_arguments()
+    arrays[2][...] = reference.expected[2]
+    assert reference.mismatch(arrays, None) is None
+    arrays[2][3, 4] = np.nan
+    assert "(3, 4)" in str(reference.mismatch(arrays, None))
+    arrays[2][3, 4] = np.inf
+    assert "(3, 4)" in str(reference.mismatch(arrays, None))
+
+
+def test_reference_mismatch_accepts_matching_infinities_only() -> None:
+    func = workload_from_spec(MATMUL)
+    reference = make_reference(func, normalize_spec(MATMUL), seed=0)
+    expected = reference.expected[2].copy()
+    expected[0, 0], expected[1, 1] = np.inf, np.nan
+    special = dataclasses.replace(reference, expected={2: expected})
+    arrays = reference.fresh_arguments()
+    arrays[2][...] = expected
+    assert special.mismatch(arrays, None) is None
+    arrays[2][0, 0] = 1.0
+    assert "(0, 0)" in str(special.mismatch(arrays, None))
+    arrays[2][0, 0], arrays[2][1, 1] = np.inf, 1.0
+    assert "(1, 1)" in str(special.mismatch(arrays, None))
+    arrays[2][1, 1] = np.nan
+    arrays[2][5, 6] += 0.5
+    assert "(5, 6)" in str(special.mismatch(arrays, None))
+
+
 # ---- the local backend ------------------------------------------------------------------
 
 
@@ -327,13 +357,30 @@ def test_one_slow_first_loop_does_not_leave_a_fast_kernel_timed_call_by_call() -
         asked.append((number, repeat, min_repeat_ms))
         if len(asked) == 1:
             return ProfileResult((5e-3,), number)
-        if min_repeat_ms:
-            return ProfileResult((1e-5,) * repeat, 256)
-        return ProfileResult((1e-5,), number)
+        return ProfileResult((1e-5,) * repeat, number)
 
     timing = time_in_steps(loops, config, None, deadline=time.monotonic() + 60)
-    assert asked == [(1, 1, 0.0), (1, 1, 0.0), (1, 3, 2.0)]
-    assert timing == ProfileResult((1e-5,) * 3, 256)
+    paced = asked[2][0]
+    assert 220 <= paced <= 221  # the calls in 2 ms at 10 us a call, 10 % over
+    assert asked == [(1, 1, 0.0), (1, 1, 0.0), (paced, 1, 0.0), (paced, 2, 0.0)]
+    assert timing == ProfileResult((1e-5,) * 3, paced)
+
+
+def test_a_calibrating_loop_cut_short_grows_the_number_of_calls() -> None:
+    """The pace of the first calls can be slower than the kernel's (its threads
+    waking): a loop sized by it then ends too soon to be a repeat, and the loops grow
+    from there, as ``time_raw`` calibrates."""
+    config = MeasureConfig(repeat=3, min_repeat_ms=2.0)
+    asked = []
+
+    def loops(number: int, repeat: int, min_repeat_ms: float, *, warmup: int) -> ProfileResult:
+        asked.append((number, repeat, min_repeat_ms))
+        per_call = 1e-3 if len(asked) == 1 else 1e-5
+        return ProfileResult((per_call,) * repeat, number)
+
+    timing = time_in_steps(loops, config, None, deadline=time.monotonic() + 60)
+    assert asked == [(1, 1, 0.0), (3, 1, 0.0), (3, 3, 2.0)]
+    assert timing == ProfileResult((1e-5,) * 3, 3)
 
 
 def test_a_slow_kernel_is_timed_call_by_call_until_its_repeats_or_deadline() -> None:
@@ -346,6 +393,21 @@ def test_a_slow_kernel_is_timed_call_by_call_until_its_repeats_or_deadline() -> 
     timing = time_in_steps(loops, config, None, deadline=time.monotonic() + 60)
     assert timing == ProfileResult((5e-3,) * 3, 1)
     assert time_in_steps(loops, config, None, deadline=time.monotonic()).results == (5e-3,)
+
+
+def test_a_kernel_of_long_calls_is_timed_in_two_loops() -> None:
+    """A call of a tenth of a second or more varies by under 1 % from run to run: five
+    runs of a search's slow random points cost seconds each and tell nothing more."""
+    config = MeasureConfig(repeat=5, min_repeat_ms=2.0)
+    asked = []
+
+    def loops(number: int, repeat: int, min_repeat_ms: float, *, warmup: int) -> ProfileResult:
+        asked.append((number, repeat, min_repeat_ms))
+        return ProfileResult((0.25,), number)
+
+    timing = time_in_steps(loops, config, None, deadline=time.monotonic() + 60)
+    assert timing == ProfileResult((0.25,) * LONG_CALL_RUNS, 1)
+    assert asked == [(1, 1, 0.0)] * LONG_CALL_RUNS
 
 
 def test_a_kernel_of_microseconds_is_timed_in_full_whatever_its_cutoff() -> None:
