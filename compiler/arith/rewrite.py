@@ -17,6 +17,7 @@ evaluates it in the dtype's precision, Python in double).
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -99,15 +100,7 @@ class Rewriter:
     def split_by(self, e: PrimExpr, divisor: int) -> tuple[Linear, Linear]:
         """``e = divisor * quotient + rest`` with the terms whose coefficients
         ``divisor`` divides in the quotient and ``0 <= rest.const < divisor``."""
-        lin = to_linear(e)
-        quotient, rest = Linear(e.dtype), Linear(e.dtype)
-        for atom, coeff in lin.terms.values():
-            if coeff % divisor == 0:
-                quotient.add_term(atom, coeff // divisor)
-            else:
-                rest.add_term(atom, coeff)
-        quotient.const, rest.const = divmod(lin.const, divisor)
-        return quotient, rest
+        return _divide_terms(to_linear(e), divisor)
 
     def floordiv(self, e: E.FloorDiv) -> PrimExpr | None:
         b = _const(e.b)
@@ -129,6 +122,12 @@ class Rewriter:
         if lo is not None and hi is not None and lo // b == hi // b:
             quotient.const += lo // b
             return _emit(quotient)
+        split = self.split_coarse(rest, b)
+        if split is not None:
+            factor, coarse, _ = split
+            smaller = E.FloorDiv(coarse, E.const(b // factor, e.dtype))
+            quotient.add_term(_rewritten(self.floordiv(smaller), smaller), 1)
+            return _emit(quotient)
         if quotient.is_const and quotient.const == 0:
             return None
         quotient.add_term(E.FloorDiv(rest_expr, e.b), 1)
@@ -148,9 +147,36 @@ class Rewriter:
         if lo is not None and hi is not None and lo // b == hi // b:
             rest.const -= (lo // b) * b
             return _emit(rest)
+        split = self.split_coarse(rest, b)
+        if split is not None:
+            factor, coarse, fine = split
+            smaller = E.FloorMod(coarse, E.const(b // factor, e.dtype))
+            remainder = Linear(e.dtype)
+            remainder.add_term(_rewritten(self.floormod(smaller), smaller), factor)
+            remainder.add(fine)
+            return _emit(remainder)
         if same_expr(rest_expr, e.a):
             return None
         return E.FloorMod(rest_expr, e.b)
+
+    def split_coarse(self, e: Linear, divisor: int) -> tuple[int, PrimExpr, Linear] | None:
+        """``e = factor * coarse + fine`` with ``factor`` a divisor of ``divisor``
+        between 1 and it, ``coarse`` the terms whose coefficients ``factor`` divides and
+        ``0 <= fine < factor`` in range: then ``e // divisor`` is
+        ``coarse // (divisor / factor)`` and ``e % divisor`` is ``coarse % (divisor /
+        factor) * factor + fine``. A vector lane's ``(4 * x + v) // 8`` with ``v`` in
+        ``[0, 4)`` is ``x // 2``, and its ``% 8`` is ``x % 2 * 4 + v``: neighbouring
+        lanes' offsets then differ by a constant, where code generation can join them.
+        The largest such factor; None without one."""
+        for factor in _proper_divisors(divisor):
+            coarse, fine = _divide_terms(e, factor)
+            coarse_expr, fine_expr = _emit(coarse), _emit(fine)
+            if coarse.is_const or coarse_expr is None or fine_expr is None:
+                continue
+            lo, hi = self.interval(fine_expr)
+            if lo is not None and hi is not None and 0 <= lo and hi < factor:
+                return factor, coarse_expr, fine
+        return None
 
     def truncdiv(self, e: E.Div) -> PrimExpr | None:
         """Truncating division of a value known to be non-negative is floor division;
@@ -257,6 +283,30 @@ _RULES: dict[type, Callable[[Rewriter, Any], PrimExpr | None]] = {
 
 
 _AFFINE_OPS = (E.Add, E.Sub, E.Mul)
+
+
+def _divide_terms(lin: Linear, divisor: int) -> tuple[Linear, Linear]:
+    """``lin = divisor * quotient + rest``: the terms whose coefficients ``divisor``
+    divides in the quotient, the others in the rest, ``0 <= rest.const < divisor``."""
+    quotient, rest = Linear(lin.dtype), Linear(lin.dtype)
+    for atom, coeff in lin.terms.values():
+        if coeff % divisor == 0:
+            quotient.add_term(atom, coeff // divisor)
+        else:
+            rest.add_term(atom, coeff)
+    quotient.const, rest.const = divmod(lin.const, divisor)
+    return quotient, rest
+
+
+def _rewritten(rewritten: PrimExpr | None, original: PrimExpr) -> PrimExpr:
+    return original if rewritten is None else rewritten
+
+
+def _proper_divisors(n: int) -> list[int]:
+    """The divisors of ``n`` other than 1 and ``n``, largest first."""
+    small = [d for d in range(2, math.isqrt(n) + 1) if n % d == 0]
+    both = {*small, *(n // d for d in small)} - {n}
+    return sorted(both, reverse=True)
 
 
 def _trunc_div(a: int, b: int) -> int:

@@ -23,6 +23,7 @@ class ModuleContext:
         self._metadata: list[str] = []
         self._metadata_count = 0
         self._group_lists: dict[tuple[str, ...], str] = {}
+        self._ranges: dict[tuple[str, int, int], str] = {}
         self._symbols: set[str] = set()
 
     def declare(self, name: str, signature: str) -> str:
@@ -70,6 +71,15 @@ class ModuleContext:
             listed = self._group_lists[groups] = self._new_metadata_id()
             self._metadata.append(f"{listed} = !{{{', '.join(groups)}}}")
         return listed
+
+    def range_metadata(self, ty: str, low: int, high: int) -> str:
+        """A ``!range`` node: the value of an integer of type ``ty`` lies in [low, high)."""
+        key = (ty, low, high)
+        found = self._ranges.get(key)
+        if found is None:
+            found = self._ranges[key] = self._new_metadata_id()
+            self._metadata.append(f"{found} = !{{{ty} {low}, {ty} {high}}}")
+        return found
 
     def _new_metadata_id(self) -> str:
         self._metadata_count += 1

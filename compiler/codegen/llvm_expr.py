@@ -2,9 +2,10 @@
 
 Every expression is emitted in one of two modes. *Value* mode computes in the
 expression's own dtype, with that dtype's wrap-around. *Index* mode computes
-integers in i64: buffer offsets, loop bounds, allocation sizes and integer
-comparisons, so ``i * n + j`` cannot overflow for big buffers and loop
-variables (which live in i64) need no truncation.
+integers in the emitter's ``index_type``: buffer offsets, loop bounds, allocation
+sizes and integer comparisons, so ``i * n + j`` cannot overflow for big buffers and
+loop variables (which live in that type) need no truncation. It is i64, or i32 for a
+GPU kernel whose bounds prove every such value fits (``compiler.lower.narrow_index``).
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ class ExprEmitter:
     def __init__(self, module: ModuleContext, name: str) -> None:
         self.module = module
         self.name = name
+        self.index_type = INDEX_TYPE
         self.allocas: list[str] = []
         self.lines: list[str] = []
         self.vars: dict[int, str] = {}
@@ -131,7 +133,8 @@ class ExprEmitter:
     # expressions --------------------------------------------------------------
 
     def expr(self, e: PrimExpr, index: bool = False) -> str:
-        """Emit ``e``; returns the SSA name or constant of type ``value_type(e.dtype, index)``."""
+        """Emit ``e``; returns the SSA name or constant of LLVM type
+        ``self.value_type(e.dtype, index)``."""
         handler = _HANDLERS.get(type(e))
         if handler is None:
             for cls, candidate in _HANDLERS.items():
@@ -141,6 +144,10 @@ class ExprEmitter:
         if handler is None:
             raise CodegenError(f"cannot generate code for {type(e).__name__} {e}; lower it first")
         return handler(self, e, index)
+
+    def value_type(self, dtype: str, index: bool = False) -> str:
+        """The LLVM type of ``dtype`` here: index math in ``index_type``."""
+        return value_type(dtype, index, self.index_type)
 
     def typed(self, e: PrimExpr, dtype: str, index: bool = False) -> str:
         """Emit ``e`` converted to ``dtype`` (a no-op when it already has it)."""
@@ -160,11 +167,11 @@ class ExprEmitter:
                 "is it a loop variable used outside its loop?"
             )
         if E.is_int(e.dtype):
-            return self.resize(value, INDEX_TYPE, value_type(e.dtype, index), signed=True)
+            return self.resize(value, self.index_type, self.value_type(e.dtype, index), signed=True)
         return value
 
     def _int_imm(self, e: E.IntImm, index: bool) -> str:
-        return int_literal(e.value, e.dtype, index)
+        return int_literal(e.value, e.dtype, index, self.index_type)
 
     def _float_imm(self, e: E.FloatImm, index: bool) -> str:
         return float_literal(e.value, e.dtype)
@@ -175,7 +182,7 @@ class ExprEmitter:
         if isinstance(e, E.CmpOp):
             return self._compare(e)
         a, b = self.typed(e.a, e.dtype, index), self.typed(e.b, e.dtype, index)
-        ty = value_type(e.dtype, index)
+        ty = self.value_type(e.dtype, index)
         if E.is_float(e.dtype):
             return self._float_binary(e, ty, a, b)
         if E.is_int(e.dtype):
@@ -219,7 +226,7 @@ class ExprEmitter:
         signed = index or is_signed(e.dtype)
         folded = _fold_int(e, a, b) if signed else None
         if folded is not None:
-            return int_literal(folded, e.dtype, index)
+            return int_literal(folded, e.dtype, index, self.index_type)
         op = _INT_ARITH.get(type(e))
         if op is not None:
             flags = " nsw" if index else ""
@@ -263,7 +270,7 @@ class ExprEmitter:
         known = _fold_int(e, a, b)
         if known is not None:
             return "true" if known else "false"
-        return self.assign(f"icmp {_SIGNED_CMP[type(e)]} {INDEX_TYPE} {a}, {b}")
+        return self.assign(f"icmp {_SIGNED_CMP[type(e)]} {self.index_type} {a}, {b}")
 
     def _not(self, e: E.Not, index: bool) -> str:
         cond = self.condition(e.a)
@@ -272,7 +279,7 @@ class ExprEmitter:
         return self.assign(f"xor i1 {cond}, true")
 
     def _select(self, e: E.Select, index: bool) -> str:
-        ty = value_type(e.dtype, index)
+        ty = self.value_type(e.dtype, index)
         return self.select_of(e, ty, lambda side: self.typed(side, e.dtype, index))
 
     def select_of(self, e: E.Select, ty: str, side: Callable[[PrimExpr], str]) -> str:
@@ -309,7 +316,7 @@ class ExprEmitter:
         """Emit ``value`` converted to ``dtype`` with numpy's conversion rules
         (truncation toward zero from float, wrap-around between integers)."""
         src = value.dtype
-        target_ty = value_type(dtype, index)
+        target_ty = self.value_type(dtype, index)
         if dtype == "bool":
             return self._to_bool(value)
         if src == "bool":
@@ -333,10 +340,12 @@ class ExprEmitter:
 
     def _int_to_int(self, value: PrimExpr, dtype: str, index: bool) -> str:
         """A widening cast to 64 bits is exact in index math; a narrowing one wraps."""
+        wide = self.expr(value, index=True)
         if bits(dtype) == 64:
-            return self.expr(value, index=True)
-        narrowed = self.resize(self.expr(value, index=True), INDEX_TYPE, value_type(dtype), True)
-        return self.resize(narrowed, value_type(dtype), value_type(dtype, index), is_signed(dtype))
+            return self.resize(wide, self.index_type, self.value_type(dtype, index), True)
+        own = value_type(dtype)
+        narrowed = self.resize(wide, self.index_type, own, True)
+        return self.resize(narrowed, own, self.value_type(dtype, index), is_signed(dtype))
 
     def _to_bool(self, value: PrimExpr) -> str:
         if value.dtype == "bool":
@@ -410,7 +419,25 @@ class ExprEmitter:
             raise CodegenError(f"load of {e.buffer.name} has dtype {e.dtype}, not the buffer's")
         if not E.is_int(e.dtype):
             return loaded
-        return self.resize(loaded, ty, value_type(e.dtype, index), is_signed(e.dtype))
+        return self.resize(loaded, ty, self.value_type(e.dtype, index), is_signed(e.dtype))
+
+    def _thread_allreduce(self, e: E.ThreadAllReduce, index: bool) -> str:
+        return self.resize_value(self.thread_allreduce(e), e.dtype, index)
+
+    def thread_allreduce(self, e: E.ThreadAllReduce) -> str:
+        """``e`` as the threads of a GPU block compute it; only a GPU kernel has them."""
+        raise CodegenError(
+            "a reduction shared by GPU threads (ThreadAllReduce) needs a GPU target; bind "
+            "reduction loops to threadIdx.x only when building for cuda"
+        )
+
+    def resize_value(self, value: str, dtype: str, index: bool) -> str:
+        """An integer ``value`` of ``dtype``'s own type in the type ``index`` asks."""
+        if not E.is_int(dtype):
+            return value
+        return self.resize(
+            value, value_type(dtype), self.value_type(dtype, index), is_signed(dtype)
+        )
 
     def access_metadata(self) -> str:
         """What a load or store here carries: the access groups of its parallel loops."""
@@ -436,7 +463,7 @@ class ExprEmitter:
             )
         offset = self.typed(indices[0], "int64", index=True)
         ty = storage_type(buffer.dtype)
-        return self.assign(f"getelementptr inbounds {ty}, ptr {base}, {INDEX_TYPE} {offset}")
+        return self.assign(f"getelementptr inbounds {ty}, ptr {base}, {self.index_type} {offset}")
 
 
 def _int_value(literal: str) -> int | None:
@@ -475,4 +502,5 @@ _HANDLERS: dict[type[PrimExpr], Callable[[ExprEmitter, Any, bool], str]] = {
     E.Cast: ExprEmitter._cast,
     E.Call: ExprEmitter._call,
     E.BufferLoad: ExprEmitter._load,
+    E.ThreadAllReduce: ExprEmitter._thread_allreduce,
 }

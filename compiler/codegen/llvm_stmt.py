@@ -17,7 +17,7 @@ from collections.abc import Hashable
 from compiler.arith.linear import stride
 from compiler.codegen.llvm_context import ModuleContext
 from compiler.codegen.llvm_expr import ExprEmitter
-from compiler.codegen.llvm_types import INDEX_TYPE, CodegenError, storage_type
+from compiler.codegen.llvm_types import CodegenError, storage_type
 from compiler.codegen.llvm_vector import VectorLoop
 from compiler.codegen.loop_independence import disjoint_stride
 from compiler.ir import expr as E
@@ -163,7 +163,7 @@ class FunctionEmitter(ExprEmitter):
         extent = self.typed(loop.extent, "int64", index=True)
         if low == "0":
             return low, extent
-        return low, self.assign(f"add nsw {INDEX_TYPE} {low}, {extent}")
+        return low, self.assign(f"add nsw {self.index_type} {low}, {extent}")
 
     def _loop_properties(self, loop: For) -> list[str]:
         if loop.kind is ForKind.VECTORIZED:
@@ -175,15 +175,16 @@ class FunctionEmitter(ExprEmitter):
         return _around_vector_loop(loop)
 
     def loop(self, var: Var, low: str, high: str, body: Stmt, metadata: str = "") -> None:
-        """``for var in [low, high)`` with ``var`` as an i64 induction variable."""
+        """``for var in [low, high)`` with ``var`` as an induction variable of the index type."""
         preheader = self.current_label
         header, body_label = self.label("for.head"), self.label("for.body")
         latch, exit_label = self.label("for.latch"), self.label("for.end")
         self.branch(header)
         self.start_block(header)
         induction, step = self.fresh(_hint(var)), self.fresh("next")
-        self.emit(f"{induction} = phi {INDEX_TYPE} [ {low}, %{preheader} ], [ {step}, %{latch} ]")
-        more = self.assign(f"icmp slt {INDEX_TYPE} {induction}, {high}")
+        ty = self.index_type
+        self.emit(f"{induction} = phi {ty} [ {low}, %{preheader} ], [ {step}, %{latch} ]")
+        more = self.assign(f"icmp slt {ty} {induction}, {high}")
         self.emit(f"br i1 {more}, label %{body_label}, label %{exit_label}")
         self.start_block(body_label)
         self.vars[id(var)] = induction
@@ -191,7 +192,7 @@ class FunctionEmitter(ExprEmitter):
         del self.vars[id(var)]
         self.branch(latch)
         self.start_block(latch)
-        self.emit(f"{step} = add nsw {INDEX_TYPE} {induction}, 1")
+        self.emit(f"{step} = add nsw {self.index_type} {induction}, 1")
         self.branch(header, metadata)
         self.start_block(exit_label)
 
@@ -224,7 +225,7 @@ class FunctionEmitter(ExprEmitter):
             )
             self.emit(f"store {ty} {value}, ptr {slot}")
         run_label, end_label = self.label("omp.run"), self.label("omp.end")
-        nonempty = self.assign(f"icmp slt {INDEX_TYPE} {low}, {high}")
+        nonempty = self.assign(f"icmp slt {self.index_type} {low}, {high}")
         self.emit(f"br i1 {nonempty}, label %{run_label}, label %{end_label}")
         self.start_block(run_label)
         gomp = self.module.declare("GOMP_parallel", "void (ptr, ptr, i32, i32)")

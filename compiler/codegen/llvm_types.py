@@ -24,13 +24,16 @@ _VALUE_TYPES = {
     "float64": "double",
 }
 
+# The type of index math unless a function's bounds prove a narrower one enough (a GPU
+# kernel's, ``compiler.lower.narrow_index``).
 INDEX_TYPE = "i64"
 
 
-def value_type(dtype: str, index: bool = False) -> str:
-    """The LLVM type of a value of ``dtype``; integer index math is done in i64."""
+def value_type(dtype: str, index: bool = False, index_type: str = INDEX_TYPE) -> str:
+    """The LLVM type of a value of ``dtype``; integer index math is done in
+    ``index_type``."""
     if index and E.is_int(dtype):
-        return INDEX_TYPE
+        return index_type
     try:
         return _VALUE_TYPES[dtype]
     except KeyError:
@@ -48,11 +51,11 @@ def is_signed(dtype: str) -> bool:
     return E.is_int(dtype) and not dtype.startswith("uint")
 
 
-def int_literal(value: int, dtype: str, index: bool = False) -> str:
+def int_literal(value: int, dtype: str, index: bool = False, index_type: str = INDEX_TYPE) -> str:
     """An integer constant, wrapped to the signed range of its LLVM type."""
     if dtype == "bool":
         return "true" if value else "false"
-    width = 64 if index else E.bits(dtype)
+    width = int(index_type[1:]) if index else E.bits(dtype)
     wrapped = value & ((1 << width) - 1)
     if wrapped >= 1 << (width - 1):
         wrapped -= 1 << width

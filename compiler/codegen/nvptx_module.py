@@ -13,26 +13,33 @@ serve unchanged. What differs is here:
   stores of neighbouring elements, not loops); a parallel loop is serial;
 - a shared buffer is a module global in address space 3, a local one a stack
   slot (registers after optimization); a barrier is ``llvm.nvvm.barrier0``;
+- index math is 32-bit where the kernel's bounds prove it fits
+  (``Kernel.index_bits``), as it is in hand-written CUDA;
+- a reduction shared by threads (``ThreadAllReduce``) is warp shuffles
+  (``llvm.nvvm.shfl.sync.bfly``), through shared memory between warps;
 - math is written out or mapped to PTX's own instructions: there is no libm.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from compiler.codegen.llvm_context import ModuleContext
 from compiler.codegen.llvm_expr import FLOAT_FLAGS
 from compiler.codegen.llvm_fastmath import emit_fast_expf
 from compiler.codegen.llvm_stmt import FunctionEmitter, _const, _hint
-from compiler.codegen.llvm_types import INDEX_TYPE, CodegenError, float_literal
+from compiler.codegen.llvm_types import CodegenError, float_literal, value_type
 from compiler.ir import expr as E
 from compiler.ir.buffer import Buffer
 from compiler.ir.expr import IntImm, PrimExpr, Var, byte_size
 from compiler.ir.stmt import Allocate, Barrier, For, ForKind, IfThenElse, Stmt
 from compiler.lower.gpu_kernels import AXES, Kernel
+from compiler.schedule.primitives.reducer import identity as identity_of
 
 NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
+WARP = 32
+_COMBINE_OPS = {"sum": E.Add, "product": E.Mul, "max": E.Max, "min": E.Min}
 # The alignment of every buffer a kernel addresses, which accesses may rely on.
 BUFFER_ALIGN = 16
 _LN2 = math.log(2.0)
@@ -56,9 +63,11 @@ class KernelEmitter(FunctionEmitter):
         self, module: ModuleContext, name: str, kernel: Kernel, shared_globals: list[str]
     ) -> None:
         super().__init__(module, name, in_parallel=True)
+        self.index_type = f"i{kernel.index_bits}"
         self.kernel = kernel
         self.shared_globals = shared_globals
         self.storage: dict[int, str] = {}
+        self.scratch: dict[str, str] = {}  # the reductions' shared array, by type
 
     def emit_kernel(self) -> str:
         params = []
@@ -94,19 +103,143 @@ class KernelEmitter(FunctionEmitter):
         kind, _, dim = axis.partition(".")
         register = "ctaid" if kind == "blockIdx" else "tid"
         reader = self.module.declare(f"llvm.nvvm.read.ptx.sreg.{register}.{dim}", "i32 ()")
-        index = self.assign(f"call i32 {reader}()", _hint(loop.loop_var))
-        index = self.assign(f"zext i32 {index} to {INDEX_TYPE}")
+        launched = (self.kernel.grid if kind == "blockIdx" else self.kernel.block)[AXES.index(dim)]
+        # The index's range lets LLVM treat the floor divisions and remainders of index
+        # math as the unsigned ones they are (shifts and masks for powers of two).
+        known = self.module.range_metadata("i32", 0, launched)
+        index = self.assign(f"call i32 {reader}(), !range {known}", _hint(loop.loop_var))
+        if self.index_type != "i32":
+            index = self.assign(f"zext i32 {index} to {self.index_type}")
         start = self.typed(loop.min, "int64", index=True)
         if start != "0":
-            index = self.assign(f"add nsw {INDEX_TYPE} {index}, {start}")
+            index = self.assign(f"add nsw {self.index_type} {index}, {start}")
         self.vars[id(loop.loop_var)] = index
-        launched = (self.kernel.grid if kind == "blockIdx" else self.kernel.block)[AXES.index(dim)]
         if _const(loop.extent) == launched:
             self.stmt(loop.body)
         else:
             guard = loop.loop_var - loop.min < loop.extent
             self._if(IfThenElse(guard, loop.body))
         del self.vars[id(loop.loop_var)]
+
+    # reductions shared by threads ---------------------------------------------
+
+    def thread_allreduce(self, e: E.ThreadAllReduce) -> str:
+        """Warp shuffles (butterflies) within each group of ``lanes`` threads, which
+        ``gpu_kernels`` checks are aligned powers of two along ``threadIdx.x``; beyond
+        a warp, each warp's result goes through a shared array (a slot per warp, and
+        one per group for the total), read back by the group's first warp."""
+        ty = value_type(e.dtype)
+        if ty not in ("float", "i32"):
+            raise CodegenError(
+                f"a reduction shared by GPU threads of {e.dtype} has no GPU code yet; "
+                "reduce in float32 or int32"
+            )
+        value = self._butterfly(self.expr(e.value), e, min(e.lanes, WARP))
+        if e.lanes <= WARP:
+            return value
+        return self._across_warps(value, e, ty)
+
+    def _butterfly(self, value: str, e: E.ThreadAllReduce, width: int) -> str:
+        ty = value_type(e.dtype)
+        suffix = "f32" if ty == "float" else "i32"
+        shuffle = self.module.declare(
+            f"llvm.nvvm.shfl.sync.bfly.{suffix}", f"{ty} (i32, {ty}, i32, i32)"
+        )
+        threads = math.prod(self.kernel.block)
+        mask = -1 if threads >= WARP else (1 << threads) - 1
+        offset = width // 2
+        while offset:
+            other = self.assign(
+                f"call {ty} {shuffle}(i32 {mask}, {ty} {value}, i32 {offset}, i32 {WARP - 1})"
+            )
+            value = self._combine(e, value, other)
+            offset //= 2
+        return value
+
+    def _combine(self, e: E.ThreadAllReduce, a: str, b: str) -> str:
+        zero = E.const(0, e.dtype)
+        kind = _COMBINE_OPS[e.combine](zero, zero)  # the arithmetic node to emit
+        ty = value_type(e.dtype)
+        if E.is_float(e.dtype):
+            return self._float_binary(kind, ty, a, b)
+        return self._int_binary(kind, ty, a, b, False)
+
+    def _across_warps(self, value: str, e: E.ThreadAllReduce, ty: str) -> str:
+        scratch = self._allreduce_scratch(ty)
+        linear = self._linear_thread()
+        lane = self.assign(f"and i32 {linear}, {WARP - 1}")
+        warp = self.assign(f"lshr i32 {linear}, 5")
+        per_group = e.lanes // WARP
+        group = self.assign(f"lshr i32 {linear}, {e.lanes.bit_length() - 1}")
+        first_lane = self.assign(f"icmp eq i32 {lane}, 0")
+        self._when(first_lane, lambda: self._store_shared(scratch, ty, warp, value))
+        self.stmt(Barrier())
+        in_group = self.assign(f"and i32 {warp}, {per_group - 1}")
+        first_warp = self.assign(f"icmp eq i32 {in_group}, 0")
+
+        def total() -> None:
+            base = self.assign(f"mul nsw i32 {group}, {per_group}")
+            slot = self.assign(f"add nsw i32 {base}, {lane}")
+            mine = self._load_shared(scratch, ty, slot)
+            present = self.assign(f"icmp ult i32 {lane}, {per_group}")
+            identity = self.expr(identity_of(_COMBINE_OPS[e.combine], e.dtype))
+            part = self.assign(f"select i1 {present}, {ty} {mine}, {ty} {identity}")
+            whole = self._butterfly(part, e, per_group)
+            at = self.assign(f"add nsw i32 {group}, {WARP}")
+            self._when(first_lane, lambda: self._store_shared(scratch, ty, at, whole))
+
+        self._when(first_warp, total)
+        self.stmt(Barrier())
+        return self._load_shared(scratch, ty, self.assign(f"add nsw i32 {group}, {WARP}"))
+
+    def _allreduce_scratch(self, ty: str) -> str:
+        """The kernel's shared array for reductions across warps: a slot per warp of
+        the block, then one per group of threads."""
+        symbol = self.scratch.get(ty)
+        if symbol is None:
+            symbol = self.scratch[ty] = self.module.symbol(f"{self.name}_allreduce_{ty}")
+            self.shared_globals.append(
+                f"@{symbol} = internal addrspace(3) global [{2 * WARP} x {ty}] undef, "
+                f"align {BUFFER_ALIGN}"
+            )
+        return symbol
+
+    def _store_shared(self, symbol: str, ty: str, slot: str, value: str) -> None:
+        pointer = self.assign(
+            f"getelementptr inbounds [{2 * WARP} x {ty}], ptr addrspace(3) @{symbol}, i32 0, "
+            f"i32 {slot}"
+        )
+        self.emit(f"store {ty} {value}, ptr addrspace(3) {pointer}, align 4")
+
+    def _load_shared(self, symbol: str, ty: str, slot: str) -> str:
+        pointer = self.assign(
+            f"getelementptr inbounds [{2 * WARP} x {ty}], ptr addrspace(3) @{symbol}, i32 0, "
+            f"i32 {slot}"
+        )
+        return self.assign(f"load {ty}, ptr addrspace(3) {pointer}, align 4")
+
+    def _linear_thread(self) -> str:
+        """The thread's number in its block, x fastest."""
+        linear = "0"
+        stride = 1
+        for dim, size in zip(AXES, self.kernel.block, strict=True):
+            if size == 1:
+                continue
+            reader = self.module.declare(f"llvm.nvvm.read.ptx.sreg.tid.{dim}", "i32 ()")
+            known = self.module.range_metadata("i32", 0, size)
+            index = self.assign(f"call i32 {reader}(), !range {known}")
+            scaled = index if stride == 1 else self.assign(f"mul nuw nsw i32 {index}, {stride}")
+            linear = scaled if linear == "0" else self.assign(f"add nuw nsw i32 {linear}, {scaled}")
+            stride *= size
+        return linear
+
+    def _when(self, condition: str, body: Callable[[], None]) -> None:
+        then_label, end_label = self.label("when.then"), self.label("when.end")
+        self.emit(f"br i1 {condition}, label %{then_label}, label %{end_label}")
+        self.start_block(then_label)
+        body()
+        self.branch(end_label)
+        self.start_block(end_label)
 
     # storage ------------------------------------------------------------------
 

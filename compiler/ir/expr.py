@@ -8,6 +8,7 @@ value (as in TVM) is object identity, so expressions still work in lists and dic
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -312,6 +313,33 @@ class Call(PrimExpr):
     def __post_init__(self) -> None:
         if self.op not in MATH_INTRINSICS:
             raise ValueError(f"unknown intrinsic {self.op!r}; expected one of {MATH_INTRINSICS}")
+
+
+# The combiners a cross-thread reduction may use, by name (``ThreadAllReduce.combine``).
+THREAD_COMBINES = ("sum", "product", "max", "min")
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class ThreadAllReduce(PrimExpr):
+    """``value`` combined (``combine``, one of ``THREAD_COMBINES``) over the ``lanes``
+    threads of a GPU block that differ only in ``threadIdx.x``; each of them gets the
+    result. Every thread of the block must reach it together, as a barrier. GPU
+    lowering makes it from a reduction whose loop is bound to ``threadIdx.x``
+    (``compiler.lower.thread_reduction``); code generation writes warp shuffles."""
+
+    value: PrimExpr
+    combine: str
+    lanes: int
+    dtype: str = dataclasses.field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if self.combine not in THREAD_COMBINES:
+            raise ValueError(f"unknown combine {self.combine!r}; expected one of {THREAD_COMBINES}")
+        if not self.dtype:
+            object.__setattr__(self, "dtype", self.value.dtype)
+
+    def script_with(self, expr: Callable[[Any], str]) -> str:
+        return f'T.thread_allreduce({expr(self.value)}, "{self.combine}", {self.lanes})'
 
 
 @dataclass(frozen=True, eq=False, repr=False)

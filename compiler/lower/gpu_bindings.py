@@ -42,7 +42,7 @@ def verify_thread_bindings(func: PrimFunc) -> None:
 
     walk(func.body, ())
     for loop in bound:
-        check_concurrent(func, loop, "bind")
+        check_concurrent(func, loop, "bind", cross_thread=loop.thread_binding == "threadIdx.x")
 
 
 def _check_axis_nesting(loop: For, enclosing: tuple[For, ...]) -> None:

@@ -24,14 +24,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from compiler.ir.analysis import free_vars
 from compiler.ir.buffer import Buffer
-from compiler.ir.expr import BufferLoad, IntImm, byte_size
+from compiler.ir.expr import BufferLoad, IntImm, ThreadAllReduce, byte_size
 from compiler.ir.function import PrimFunc
 from compiler.ir.node import Node, children, transform, visit
-from compiler.ir.stmt import Allocate, BufferStore, For, SeqStmt, Stmt
+from compiler.ir.stmt import Allocate, BufferStore, For, IfThenElse, SeqStmt, Stmt
 from compiler.lower.gpu_bindings import verify_thread_bindings
 from compiler.lower.gpu_sync import insert_barriers
+from compiler.lower.narrow_index import index_bits
 from compiler.lower.pipeline import lower_func
+from compiler.lower.thread_reduction import lower_thread_reductions
 from compiler.schedule.errors import ScheduleError
 from compiler.target.cuda import GPUCapabilities
 
@@ -44,14 +47,15 @@ MAX_LOCAL_BYTES_PER_THREAD = 64 * 1024
 @dataclass(frozen=True)
 class Kernel:
     """One kernel: its body (barriers in, loops still marked with their axes), launch
-    shape, the global buffers it takes (parameters, then workspace) and its shared
-    memory in bytes."""
+    shape, the global buffers it takes (parameters, then workspace), its shared
+    memory in bytes and the width of its index math (``narrow_index``)."""
 
     body: Stmt
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     buffers: tuple[Buffer, ...]
     shared_bytes: int
+    index_bits: int
 
 
 @dataclass(frozen=True)
@@ -70,7 +74,7 @@ def lower_gpu(func: PrimFunc, name: str, capabilities: GPUCapabilities) -> GPUPr
             "kernels are built for fixed shapes: give the workload concrete sizes"
         )
     verify_thread_bindings(func)
-    lowered = lower_func(func)
+    lowered = lower_func(lower_thread_reductions(func))
     workspace: list[Buffer] = []
     nests: list[Stmt] = []
     _collect(lowered.body, workspace, nests)
@@ -105,10 +109,11 @@ def _kernel(nest: Stmt, global_buffers: tuple[Buffer, ...], caps: GPUCapabilitie
     nest = _place_allocations(nest)
     shared = _check_memory(nest, caps)
     _refuse_redundant_updates(nest, block)
+    _check_thread_reductions(nest, block)
     nest = insert_barriers(nest, {f"threadIdx.{a}": block[k] for k, a in enumerate(AXES)})
     used = _global_accesses(nest)
     buffers = tuple(b for b in global_buffers if id(b) in used)
-    return Kernel(nest, grid, block, buffers, shared)
+    return Kernel(nest, grid, block, buffers, shared, index_bits(nest))
 
 
 Dims = tuple[int, int, int]
@@ -303,6 +308,44 @@ def _refuse_redundant_updates(nest: Stmt, block: Dims) -> None:
             walk(child, axes)
 
     walk(nest, frozenset())
+
+
+def _check_thread_reductions(nest: Stmt, block: Dims) -> None:
+    """Every thread of the block must reach a ``ThreadAllReduce`` together (its
+    shuffles and barriers wait for all of them), over a power of two of
+    ``threadIdx.x`` lanes: one warp's part, or whole warps."""
+    threads = math.prod(block)
+
+    def walk(n: Node, divergent: str | None, thread_vars: frozenset[int]) -> None:
+        if isinstance(n, ThreadAllReduce):
+            lanes = n.lanes
+            if divergent is not None:
+                raise ScheduleError(
+                    f"a reduction shared by {lanes} threads runs {divergent}, so not every "
+                    "thread of the block reaches it; give the loops around it the block's "
+                    "full thread extents"
+                )
+            if lanes != block[0] or lanes & (lanes - 1) or (lanes > 32 and lanes % 32):
+                raise ScheduleError(
+                    f"a reduction shared by {lanes} threads needs threadIdx.x to have exactly "
+                    f"that many (it has {block[0]}), a power of two"
+                )
+            if threads > 32 and threads % 32:
+                raise ScheduleError(
+                    f"a reduction shared by threads needs whole warps: the block has {threads} "
+                    "threads, not a multiple of 32"
+                )
+        if isinstance(n, For) and (n.thread_binding or "").startswith("threadIdx"):
+            thread_vars = thread_vars | {id(n.loop_var)}
+            if _extent(n) < block[_axis(n)] and divergent is None:
+                divergent = f"under loop {n.loop_var.name!r}, shorter than the block"
+        elif isinstance(n, IfThenElse) and divergent is None:
+            if any(id(v) in thread_vars for v in free_vars(n.condition)):
+                divergent = f"under the condition {n.condition}"
+        for child in children(n):
+            walk(child, divergent, thread_vars)
+
+    walk(nest, None, frozenset())
 
 
 def _reads_itself(store: BufferStore) -> bool:

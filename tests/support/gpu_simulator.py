@@ -49,7 +49,7 @@ class RaceError(AssertionError):
 
 
 Thread = tuple[int, int, int]
-Run = Generator[None, None, None]
+Run = Generator[Any, Any, None]
 
 
 def simulate(program: GPUProgram, arrays: Sequence[np.ndarray]) -> None:
@@ -115,20 +115,21 @@ class _BlockRun:
             (x, y, z) for z in range(dims[2]) for y in range(dims[1]) for x in range(dims[0])
         ]
         runs = {t: _ThreadRun(self, t).stmt(self.kernel.body, {}) for t in threads}
+        replies: dict[Thread, Any] = {}
         while runs:
-            at_barrier = []
+            waiting: dict[Thread, Any] = {}
             for thread, run in runs.items():
                 try:
-                    next(run)
-                    at_barrier.append(thread)
+                    waiting[thread] = run.send(replies.get(thread))
                 except StopIteration:
                     pass
-            if at_barrier and len(at_barrier) != len(runs):
+            if waiting and len(waiting) != len(runs):
                 raise RaceError(
-                    f"block {self.block}: {len(at_barrier)} of {len(runs)} threads wait at a "
+                    f"block {self.block}: {len(waiting)} of {len(runs)} threads wait at a "
                     "barrier the others never reach"
                 )
-            runs = {t: runs[t] for t in at_barrier}
+            replies = _all_reduced(waiting)
+            runs = {t: runs[t] for t in waiting}
             self.phase_writes.clear()
             self.phase_reads.clear()
 
@@ -161,6 +162,32 @@ class _BlockRun:
         self.phase_writes[key] = (writers | {thread}, value)
 
 
+_COMBINES = {"sum": np.add, "product": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
+def _all_reduced(waiting: dict[Thread, Any]) -> dict[Thread, Any]:
+    """Each thread's result of the ``ThreadAllReduce`` the block's threads wait at
+    (they yield it with their value), or nothing where they wait at a barrier (they
+    yield None)."""
+    reductions = {id(w[0]) for w in waiting.values() if w is not None}
+    if not reductions:
+        return {}
+    if len(reductions) > 1 or any(w is None for w in waiting.values()):
+        raise RaceError("the threads of a block wait at different synchronisations")
+    node = next(iter(waiting.values()))[0]
+    groups: dict[tuple[int, int, int], list[Thread]] = {}
+    for thread in waiting:
+        groups.setdefault((thread[0] // node.lanes, thread[1], thread[2]), []).append(thread)
+    replies = {}
+    for members in groups.values():
+        values = [waiting[t][1] for t in sorted(members)]
+        total = values[0]
+        for value in values[1:]:
+            total = _COMBINES[node.combine](total, value)
+        replies.update(dict.fromkeys(members, total))
+    return replies
+
+
 def _same(a: Any, b: Any) -> bool:
     return bool(a == b or (a != a and b != b))
 
@@ -177,6 +204,10 @@ class _ThreadRun:
                 yield from self.stmt(child, env)
         elif isinstance(s, Barrier):
             yield
+        elif isinstance(s, BufferStore) and isinstance(s.value, E.ThreadAllReduce):
+            index = int(self.expr(s.indices[0], env))
+            combined = yield (s.value, self.expr(s.value.value, env))
+            self.store(s.buffer, index, combined)
         elif isinstance(s, BufferStore):
             index = int(self.expr(s.indices[0], env))
             self.store(s.buffer, index, self.expr(s.value, env))

@@ -193,10 +193,11 @@ def test_a_row_reduction_is_shared_by_the_threads_of_a_block() -> None:
     shared, plain = CrossThreadReduction(MAX_THREADS).apply(sch, sch.get_block("T_sum"))
     assert plain is sch
     main = shared.mod["main"]
-    assert thread_bindings(main, "T_sum_rf") == ["", "threadIdx.x", ""]
+    assert thread_bindings(main, "T_sum") == ["", "threadIdx.x", ""]
     (extent,) = [i for i in shared.trace.instructions if i.kind == "sample_categorical"]
     assert set(extent.inputs["candidates"]) == {4, 8, 16, 32, 64, 128, 256, 512}
-    assert "T_sum_local" in P.block_names(main)  # each thread sums the partials
+    ptx = build_cuda_binary(shared.mod, TARGETS[0]).ptx  # the threads' sums meet in shuffles
+    assert "shfl.sync.bfly" in ptx
 
 
 def test_thread_counts_divide_the_reduction() -> None:
@@ -213,7 +214,7 @@ def test_a_reduction_is_computed_in_the_kernel_of_its_consumer() -> None:
     (fused, _) = CrossThreadReduction(MAX_THREADS).apply(sch, sch.get_block("T_softmax_expsum"))
     main = fused.mod["main"]
     row = P.loops_above(main, "T_softmax_norm")[0]
-    assert P.loops_above(main, "T_softmax_expsum_rf")[0] is row
+    assert P.loops_above(main, "T_softmax_expsum")[0] is row
     assert thread_bindings(main, "T_softmax_norm")[-1] == "threadIdx.x"
 
 
@@ -268,13 +269,12 @@ def test_auto_bind_gives_a_thread_bound_block_its_grid_and_leaves_a_scalar_alone
     (shared, _) = CrossThreadReduction(MAX_THREADS).apply(sch, sch.get_block("T_sum"))
     (bound,) = AutoBind(MAX_THREADS).apply(shared, shared.get_block("root"))
     main = bound.mod["main"]
-    assert thread_bindings(main, "T_sum_rf") == ["threadIdx.x", ""]
-    assert thread_bindings(main, "T_sum") == [""]  # the write-back: one thread
+    assert thread_bindings(main, "T_sum") == ["threadIdx.x", ""]  # one block of threads
     rows, _ = workload("sum", TINY["sum"])
     sch = Schedule(rows)
     (shared, _) = CrossThreadReduction(MAX_THREADS).apply(sch, sch.get_block("T_sum"))
     (bound,) = AutoBind(MAX_THREADS).apply(shared, shared.get_block("root"))
-    assert thread_bindings(bound.mod["main"], "T_sum_rf")[:2] == ["blockIdx.x", "threadIdx.x"]
+    assert thread_bindings(bound.mod["main"], "T_sum")[:2] == ["blockIdx.x", "threadIdx.x"]
 
 
 def test_the_unroll_steps_are_sampled_on_the_root_with_their_role() -> None:

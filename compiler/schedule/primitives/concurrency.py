@@ -32,6 +32,7 @@ from compiler.ir.node import Node, children, transform_pre, visit
 from compiler.ir.stmt import Block, BlockRealize, For, IterKind, Stmt
 from compiler.schedule.errors import ScheduleError
 from compiler.schedule.primitives.common import const_int
+from compiler.schedule.primitives.cross_thread import cross_thread_reduction
 from compiler.schedule.primitives.dataflow import evaluate
 
 # Most boxes x 3**windows compared; beyond it only the symbolic test decides.
@@ -43,9 +44,12 @@ _NON_AFFINE = (E.FloorDiv, E.FloorMod, E.Div, E.Min, E.Max, E.Select, E.Cast, E.
 Box = list[tuple[int, int]]
 
 
-def check_concurrent(func: PrimFunc, loop: For, verb: str) -> None:
+def check_concurrent(func: PrimFunc, loop: For, verb: str, *, cross_thread: bool = False) -> None:
     """Raise ScheduleError unless ``loop``'s iterations may run at the same time;
-    ``verb`` ("parallelize", "vectorize", "bind") words the message."""
+    ``verb`` ("parallelize", "vectorize", "bind") words the message. With
+    ``cross_thread`` (a binding to ``threadIdx.x``), the loop may bind the reduce
+    variables of a reduction that the threads then share
+    (``compiler.schedule.primitives.cross_thread``)."""
     outer = _outer_values(func, loop)
 
     def walk(node: Node, tainted: frozenset[int], inner: tuple[For, ...]) -> None:
@@ -63,6 +67,8 @@ def check_concurrent(func: PrimFunc, loop: For, verb: str) -> None:
             if not _uses_any(value, tainted):
                 continue
             if iv.kind is IterKind.REDUCE:
+                if cross_thread and _shared_by_threads(loop, node, iv.var.name):
+                    return
                 raise ScheduleError(
                     f"cannot {verb} loop {loop.loop_var.name!r}: it binds the reduce variable "
                     f"{iv.var.name} of block {block.name!r}"
@@ -75,6 +81,20 @@ def check_concurrent(func: PrimFunc, loop: For, verb: str) -> None:
                 walk(part, frozenset(inner_tainted), inner)
 
     walk(loop.body, frozenset({id(loop.loop_var)}), ())
+
+
+def _shared_by_threads(loop: For, realize: BlockRealize, reduce_var: str) -> bool:
+    """Whether ``loop`` (bound to ``threadIdx.x``) runs ``realize``'s reduction as one
+    its threads share; raises ScheduleError saying why not when it binds the reduction
+    otherwise."""
+    shared = cross_thread_reduction(loop)
+    if isinstance(shared, str):
+        raise ScheduleError(
+            f"cannot bind loop {loop.loop_var.name!r} to threadIdx.x: it binds the reduce "
+            f"variable {reduce_var} of block {realize.block.name!r}, and its threads can "
+            f"share that reduction only when nothing else is in the way: {shared}"
+        )
+    return shared.realize is realize
 
 
 def _check_disjoint_updates(

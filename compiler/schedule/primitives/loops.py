@@ -322,7 +322,8 @@ def bind(func: PrimFunc, loop: For, thread_axis: str) -> PrimFunc:
     """Bind ``loop`` to a GPU thread axis: its iterations run on the blocks or threads
     of that axis at the same time, so they follow the rules of a parallel loop
     (``concurrency.check_concurrent``). The extent must be a constant: it becomes a
-    launch dimension."""
+    launch dimension. A loop of a reduction binds to ``threadIdx.x`` when the threads
+    can share the reduction (``cross_thread``)."""
     name = loop.loop_var.name
     if thread_axis not in THREAD_AXES:
         raise ScheduleError(
@@ -341,7 +342,7 @@ def bind(func: PrimFunc, loop: For, thread_axis: str) -> PrimFunc:
             f"bind of loop {name!r} to {thread_axis}: its extent {loop.extent} is not a "
             "positive constant; split it by a constant factor and bind the inner loop"
         )
-    check_concurrent(func, loop, "bind")
+    check_concurrent(func, loop, "bind", cross_thread=thread_axis == "threadIdx.x")
     bound_loop = dataclasses.replace(loop, kind=ForKind.THREAD_BINDING, thread_binding=thread_axis)
     return replace_node(func, loop, bound_loop)
 

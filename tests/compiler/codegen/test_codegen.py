@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from numpy_int_ops import NUMPY_INT_OPS
 
 import compiler
 from compiler import te
@@ -412,16 +413,7 @@ def _numpy_eval(e: E.PrimExpr) -> np.ndarray:
     x, y = _numpy_eval(e.a), _numpy_eval(e.b)
     if isinstance(e, E.Div):
         return np.sign(x) * np.sign(y) * (np.abs(x) // np.abs(y))
-    ops = {
-        E.Add: np.add,
-        E.Sub: np.subtract,
-        E.Mul: np.multiply,
-        E.Min: np.minimum,
-        E.Max: np.maximum,
-        E.FloorDiv: np.floor_divide,
-        E.FloorMod: np.mod,
-    }
-    return ops[type(e)](x, y)
+    return NUMPY_INT_OPS[type(e)](x, y)
 
 
 @settings(max_examples=40, deadline=None)

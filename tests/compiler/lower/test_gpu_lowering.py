@@ -241,11 +241,12 @@ def test_global_intermediate_inside_a_kernel_becomes_shared_when_threads_share_i
     assert kernel.shared_bytes == 4 * 32 * 4
 
 
-def test_bind_refuses_a_reduction_loop_and_unknown_axes() -> None:
+def test_bind_refuses_a_reduction_loop_off_threadIdx_x_and_unknown_axes() -> None:
+    """Only threadIdx.x threads share a reduction (``test_thread_reduction``)."""
     sch = Schedule(matmul(16, 16, 8))
     _, _, k = sch.get_loops(sch.get_block("C"))
     with pytest.raises(ScheduleError, match="reduce variable"):
-        sch.bind(k, "threadIdx.x")
+        sch.bind(k, "threadIdx.y")
     i = sch.get_loops(sch.get_block("C"))[0]
     with pytest.raises(ScheduleError, match="not a thread axis"):
         sch.bind(i, "threadIdx.w")

@@ -3,32 +3,20 @@ output is too small to keep a GPU busy one element per thread (a softmax row's
 maximum and sum, layer norm's moments, a full sum): MetaSchedule's
 CrossThreadReduction, in the primitives this compiler has.
 
-MetaSchedule binds the split reduction loop to ``threadIdx.x`` and lets lowering
-turn it into a warp-shuffle all-reduce; here a loop that reduces cannot be bound
-(its iterations update one element), so the reduction is factored instead:
-
-1. the reduction loops are fused and split ``[rest, T]``, ``T`` sampled from
-   THREAD_EXTENTS among those dividing the reduction: a partial under a guard
-   (``rest * T + t < n``) would be initialised and updated by stores that GPU
-   lowering refuses to leave without a barrier, which a guard cannot hold;
-2. ``rfactor`` over the ``T`` piece gives one partial per thread, its loop bound
-   to ``threadIdx.x``; lowering puts the partials in shared memory, since the
-   threads read each other's, and a barrier after them;
-3. the write-back (the original block, through ``cache_write``) sums the ``T``
-   partials into a ``local`` buffer, which every thread does for itself, and then
-   stores the sum, every thread the same value: a sum stored by one thread under
-   a unit thread loop is refused by lowering, whose check that a thread's local
-   buffer is read only by that thread does not see that every thread wrote it.
+As in MetaSchedule, the reduction loops are fused and split ``[rest, T]``, ``T``
+sampled from THREAD_EXTENTS among those dividing the reduction (a partial under a
+guard would leave threads out of the combination), and the ``T`` piece, moved
+outermost, is bound to ``threadIdx.x``: each thread reduces ``rest`` elements in a
+register, and lowering combines the threads' results with warp shuffles
+(``compiler.lower.thread_reduction``), the first thread storing the total.
 
 When the block's consumers share a loop with it (the row loop of softmax's
-normalisation), the reduction and its store are computed at that loop
-(``compute_at``) and the consumer's innermost loop is split by the same ``T`` and
-bound to ``threadIdx.x``, so one kernel computes a row's reduction and uses it,
-the sum in shared memory; a consumer that an earlier application already bound
-lends its thread count, read off the trace, so that every thread loop of the
-kernel has one extent whatever the decisions. A block without spatial loops (a
-full sum) keeps its write-back in a kernel of its own, run by one thread. The
-unfactored block stays a fork of its own, as in MetaSchedule.
+normalisation), the reduction is computed at that loop (``compute_at``) and the
+consumer's innermost loop is split by the same ``T`` and bound to ``threadIdx.x``,
+so one kernel computes a row's reduction and uses it, the total in shared memory; a
+consumer that an earlier application already bound lends its thread count, read off
+the trace, so that every thread loop of the kernel has one extent whatever the
+decisions. The unshared block stays a fork of its own, as in MetaSchedule.
 """
 
 from __future__ import annotations
@@ -92,19 +80,14 @@ class CrossThreadReduction(ScheduleRule):
 
 
 def _share(sch: Schedule, block: BlockRV, candidates: list[int]) -> None:
-    store = _local_result(sch, block)
-    threads = None if store is None else _fuse_into_consumer(sch, block, store, candidates)
+    threads = _fuse_into_consumer(sch, block, candidates)
     if threads is None:
         threads = _sample_threads(sch, candidates)
-        if store is not None:
-            sch.reverse_compute_at(store, _spatial_loops(sch, block)[-1])
     loops = sch.get_loops(block)
     kinds = loop_kinds(sch, block)
     reduce = [loop for loop, kind in zip(loops, kinds, strict=True) if kind == REDUCE]
     fused = sch.fuse(*reduce) if len(reduce) > 1 else reduce[0]
     rest, lanes = sch.split(fused, [None, threads])
-    axis = len(written(realize_of(sch, block).block)[0].shape)
-    sch.rfactor(lanes, factor_axis=axis)
     sch.reorder(lanes, rest)
     sch.bind(lanes, "threadIdx.x")
 
@@ -113,27 +96,10 @@ def _sample_threads(sch: Schedule, candidates: list[int]) -> ExprRV:
     return sch.sample_categorical(candidates, [1 / len(candidates)] * len(candidates))
 
 
-def _spatial_loops(sch: Schedule, block: BlockRV) -> list[LoopRV]:
-    kinds = loop_kinds(sch, block)
-    return [loop for loop, kind in zip(sch.get_loops(block), kinds, strict=True) if kind == SPATIAL]
-
-
-def _local_result(sch: Schedule, block: BlockRV) -> BlockRV | None:
-    """Have the block reduce into a local buffer (step 3); the block that stores
-    it, None for a block without spatial loops. ``cache_write`` comes first: it
-    refuses a block computed in its consumer's nest."""
-    if not _spatial_loops(sch, block):
-        return None
-    return sch.cache_write(block, 0, "local")
-
-
-def _fuse_into_consumer(
-    sch: Schedule, block: BlockRV, store: BlockRV, candidates: list[int]
-) -> ExprRV | None:
-    """Compute ``block`` and its ``store`` at the loop they share with their
-    consumers, the first of them bound to threads; the thread count, None when
-    they stay where they are."""
-    target = _target(sch, store)
+def _fuse_into_consumer(sch: Schedule, block: BlockRV, candidates: list[int]) -> ExprRV | None:
+    """Compute ``block`` at the loop it shares with its consumers, the first of them
+    bound to threads; the thread count, None when it stays where it is."""
+    target = _target(sch, block)
     if target is None:
         return None
     name, position = target
@@ -150,7 +116,6 @@ def _fuse_into_consumer(
         outer, inner = sch.split(innermost, [None, threads])
         sch.bind(inner, "threadIdx.x")
         at = outer if position == len(loops) - 1 else loops[position]
-    sch.compute_at(store, at, preserve_unit_loops=True)
     sch.compute_at(block, at, preserve_unit_loops=True)
     return threads
 
