@@ -17,7 +17,7 @@ from compiler.graph.algorithms import alternatives
 from compiler.graph.executor import optimize
 from compiler.graph.ir import Graph
 from compiler.graph.ops import OPS, Pattern
-from compiler.target.llvm import LLVMTarget
+from compiler.target.parse import Target, target_kind
 from tuner.task import TuneTask
 
 # Groups whose anchor is one of these do arithmetic worth scheduling; the others
@@ -52,15 +52,17 @@ class ModelTask:
 
 def extract_tasks(
     graph: Graph,
-    target: str | LLVMTarget = "llvm",
+    target: str | Target = "llvm",
     *,
     conv_block: int | None = None,
 ) -> list[ModelTask]:
     """The model's distinct workloads in the order they first run (each convolution
     in NCHW[b]c, ``b`` the widest of ``conv_block`` (None: 16) and its halves that its
-    channels split into, NCHW with 0, as ``GraphModule`` builds them then). A
-    group that has other algorithms (a 3x3 convolution's Winograd forms) gives a
-    task for each: the build runs whichever is fastest once tuned."""
+    channels split into, NCHW with 0 and on a cuda target, as ``GraphModule`` builds
+    them then). A group that has other algorithms (a 3x3 convolution's Winograd
+    forms) gives a task for each: the build runs whichever is fastest once tuned."""
+    if target_kind(target) == "cuda":
+        conv_block = 0
     optimized, groups = optimize(graph, conv_block=conv_block)
     found: dict[str, ModelTask] = {}
     for group in groups:

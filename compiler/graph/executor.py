@@ -23,9 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from compiler.build import build_llvm
+from compiler.build import build_cuda, build_llvm
 from compiler.graph.algorithms import choose
 from compiler.graph.blocked_layout import DEFAULT_CONV_BLOCK, block_convolutions
+from compiler.graph.cuda_executor import CudaGraphRunner
 from compiler.graph.fuse import FusedGroup, fuse
 from compiler.graph.ir import Graph, GraphError
 from compiler.graph.memory_plan import allocate, plan_storage
@@ -36,10 +37,10 @@ from compiler.graph.weight_packing import pack_weights
 from compiler.ir.function import IRModule, PrimFunc
 from compiler.runtime import load_module
 from compiler.runtime.blas_pool import check_not_forked
+from compiler.runtime.gpu_binary import GPUBinary
 from compiler.runtime.module import Module
-from compiler.target.errors import TargetError
-from compiler.target.llvm import LLVMTarget
-from compiler.target.parse import target_kind
+from compiler.target.cuda import CudaTarget
+from compiler.target.parse import Target, parse_target
 from compiler.tuned.lookup import TuningLookup
 from compiler.workload.key import workload_key
 
@@ -64,7 +65,7 @@ def compile_graph(
     graph: Graph,
     *,
     conv_block: int | None = None,
-    target: str | LLVMTarget = "llvm",
+    target: str | Target = "llvm",
     database: TuningLookup | None = None,
 ) -> tuple[Plan, IRModule, dict[str, np.ndarray]]:
     """The plan of ``graph``, the module of its distinct functions (``f0``, ``f1``, ...,
@@ -96,29 +97,45 @@ def compile_graph(
     return plan, IRModule(functions), dict(optimized.constants)
 
 
+def build_graph_cuda(
+    graph: Graph, target: str | CudaTarget, *, database: TuningLookup | None = None
+) -> tuple[Plan, GPUBinary, dict[str, np.ndarray]]:
+    """The plan of ``graph``, its functions built for GPU ``target`` (each with the
+    database's best schedule for it, else the default GPU one; no device needed)
+    and its weights. The model keeps its plain layouts (NCHW): the blocked ones are
+    the CPU's, sized to its vector registers."""
+    cuda = CudaTarget.parse(target)
+    plan, functions, weights = compile_graph(graph, conv_block=0, target=cuda, database=database)
+    return plan, build_cuda(functions, target=cuda, database=database), weights
+
+
 class GraphModule:
     """A model compiled for ``target``: ``run(**inputs)`` returns its outputs by name.
 
     With ``database``, every function whose workload has a tuned schedule for the
-    target is built with it; the others get the default schedule."""
+    target is built with it; the others get the default schedule. A cuda target
+    (``"cuda -arch=sm_90"``) runs the model on the first GPU
+    (``compiler.graph.cuda_executor``); ``profile`` and ``export`` are the CPU's."""
 
     def __init__(
         self,
         graph: Graph,
-        target: str | LLVMTarget = "llvm",
+        target: str | Target = "llvm",
         *,
         database: TuningLookup | None = None,
         conv_block: int | None = None,
     ) -> None:
-        if target_kind(target) != "llvm":
-            raise TargetError(
-                f"a whole model builds for CPU targets (llvm ...) only, not for {target!r}; "
-                "build its operators for the GPU one by one with compiler.build(func, target)"
-            )
+        self._device: CudaGraphRunner | None = None
+        parsed = parse_target(target)
+        if isinstance(parsed, CudaTarget):
+            plan, binary, weights = build_graph_cuda(graph, parsed, database=database)
+            self.plan = plan
+            self._device = CudaGraphRunner(plan, binary, weights)
+            return
         plan, functions, weights = compile_graph(
-            graph, conv_block=conv_block, target=target, database=database
+            graph, conv_block=conv_block, target=parsed, database=database
         )
-        module = build_llvm(functions, target=target, database=database)
+        module = build_llvm(functions, target=parsed, database=database)
         plan, packed = pack_weights(plan, module, weights)
         self._start(plan, module, packed)
 
@@ -151,12 +168,14 @@ class GraphModule:
         with np.load(root / WEIGHTS) as stored:
             weights = {name: stored[name] for name in stored.files}
         loaded = cls.__new__(cls)
+        loaded._device = None
         loaded._start(plan, load_module(str(root / LIBRARY)), weights)
         return loaded
 
     def export(self, folder: str | os.PathLike[str]) -> None:
         """Write the model to ``folder``: its functions as one shared library, the plan
         as JSON and the weights as an .npz (``load`` reads them back)."""
+        self._on_the_cpu("export")
         root = Path(folder)
         root.mkdir(parents=True, exist_ok=True)
         self.module.export_library(str(root / LIBRARY))
@@ -168,6 +187,8 @@ class GraphModule:
         """The model's outputs on ``inputs`` (one array per model input, by name), as
         new arrays. GraphError names an input that is missing, unknown or of the wrong
         shape or dtype."""
+        if self._device is not None:
+            return self._device.run(_checked_inputs(self.plan, inputs))
         self._set_inputs(inputs)
         check_not_forked()
         for kernel, pointers in self._calls:
@@ -177,6 +198,7 @@ class GraphModule:
     def profile(self, runs: int = 10, **inputs: np.ndarray) -> list[tuple[Step, float]]:
         """Where a run's time goes: each step with the median of its seconds over
         ``runs`` runs of the model on ``inputs``."""
+        self._on_the_cpu("profile")
         self._set_inputs(inputs)
         check_not_forked()
         seconds: list[list[float]] = [[] for _ in self._calls]
@@ -190,19 +212,31 @@ class GraphModule:
         ]
 
     def _set_inputs(self, inputs: Mapping[str, np.ndarray]) -> None:
-        expected = self.plan.inputs
-        unknown = sorted(set(inputs) - set(expected))
-        missing = sorted(set(expected) - set(inputs))
-        if unknown or missing:
-            problems = [f"missing: {', '.join(missing)}"] if missing else []
-            problems += [f"unknown: {', '.join(unknown)}"] if unknown else []
-            raise GraphError(f"the model's inputs are {', '.join(expected)}; {'; '.join(problems)}")
-        for name, array in inputs.items():
-            kind = expected[name]
-            given = np.asarray(array)
-            if given.shape != kind.shape or given.dtype != np.dtype(kind.dtype):
-                raise GraphError(
-                    f"input {name!r}: the model takes {kind.shape} {kind.dtype}, got "
-                    f"{given.shape} {given.dtype}"
-                )
+        for name, given in _checked_inputs(self.plan, inputs).items():
             np.copyto(self._buffers[name], given)
+
+    def _on_the_cpu(self, what: str) -> None:
+        if self._device is not None:
+            raise GraphError(f"{what} is for a model built for the CPU (an llvm target)")
+
+
+def _checked_inputs(plan: Plan, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``inputs`` as arrays, each checked against the model's input of its name."""
+    expected = plan.inputs
+    unknown = sorted(set(inputs) - set(expected))
+    missing = sorted(set(expected) - set(inputs))
+    if unknown or missing:
+        problems = [f"missing: {', '.join(missing)}"] if missing else []
+        problems += [f"unknown: {', '.join(unknown)}"] if unknown else []
+        raise GraphError(f"the model's inputs are {', '.join(expected)}; {'; '.join(problems)}")
+    checked = {}
+    for name, array in inputs.items():
+        kind = expected[name]
+        given = np.asarray(array)
+        if given.shape != kind.shape or given.dtype != np.dtype(kind.dtype):
+            raise GraphError(
+                f"input {name!r}: the model takes {kind.shape} {kind.dtype}, got "
+                f"{given.shape} {given.dtype}"
+            )
+        checked[name] = given
+    return checked

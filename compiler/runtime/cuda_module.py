@@ -143,6 +143,11 @@ class CudaFunction:
     def name(self) -> str:
         return self.spec.name
 
+    @property
+    def kernels(self) -> tuple[Any, ...]:
+        """The loaded kernels, in launch order (``spec.kernels`` says how)."""
+        return self._kernels
+
     def __call__(self, *arrays: np.ndarray) -> None:
         with self.bind(arrays) as call:
             call.run()
@@ -306,6 +311,40 @@ class CudaModule(FunctionTable[CudaFunction]):
     def _resolve(self, spec: GPUFunction) -> CudaFunction:
         kernels = [cu.module_function(self._state.module, k.symbol) for k in spec.kernels]
         return CudaFunction(self, spec, kernels)
+
+    def allocate(self, nbytes: int) -> int:
+        """``nbytes`` of device memory that the module frees when it closes."""
+        self._state.context.make_current()
+        return self._state.alloc(max(nbytes, 1))
+
+    def launches(self, name: str, params: Sequence[int]) -> list[Callable[[], None]]:
+        """Calls that enqueue the kernels of function ``name``, in order, on the
+        module's stream, with ``params`` (device pointers, one per parameter) as its
+        parameters; its workspace is allocated here, once."""
+        function = self[name]
+        spec = function.spec
+        if len(params) != len(spec.params):
+            raise RuntimeArgumentError(
+                f"{name} takes {len(spec.params)} buffers, got {len(params)} pointers"
+            )
+        pointers = [*params, *(self.allocate(_nbytes(b)) for b in spec.workspace)]
+        stream = self._state.stream
+        return [
+            partial(
+                cu.launch,
+                kernel,
+                launch.grid,
+                launch.block,
+                0,
+                cu.KernelParams([pointers[b] for b in launch.buffers]),
+                stream,
+            )
+            for kernel, launch in zip(function.kernels, spec.kernels, strict=True)
+        ]
+
+    def synchronize(self) -> None:
+        """Wait for everything enqueued on the module's stream."""
+        cu.stream_synchronize(self._state.stream)
 
     def time_evaluator(
         self, name: str, number: int = 10, repeat: int = 1, min_repeat_ms: float = 0

@@ -3,12 +3,17 @@ leading spatial loops fused and spread over blocks and threads (TVM's auto-bind)
 
 Each block keeps its own loop nest and so becomes a kernel of its own; its
 reduction loops stay serial inside the thread, so a thread computes whole output
-elements. A block with no spatial loop (a sum to a scalar) runs on one thread:
-slow, but right. A move the primitives refuse is dropped, so the result is
-always a legal schedule of the same computation.
+elements. A reduction with few outputs and a long reduction (a softmax's or layer
+norm's rows, a batch-1 dense) gives each output a warp instead, whose threads share
+its reduction (``compiler.lower.thread_reduction``): one thread per output would
+leave most of the GPU idle. A block with no spatial loop (a sum to a scalar) runs
+on one thread: slow, but right. A move the primitives refuse is dropped, so the
+result is always a legal schedule of the same computation.
 """
 
 from __future__ import annotations
+
+import math
 
 from compiler.ir.analysis import find_block_realize
 from compiler.ir.expr import IntImm
@@ -24,6 +29,11 @@ from compiler.target.cuda import CudaTarget
 # Threads per block of a default kernel: a multiple of the warp size that leaves
 # room for several blocks on each multiprocessor.
 DEFAULT_THREADS = 256
+# A reduction with fewer outputs than this, over at least ``SHARED_REDUCTION`` elements
+# that a warp divides, gets a warp per output.
+FEW_OUTPUTS = 16384
+WARP = 32
+SHARED_REDUCTION = 4 * WARP
 
 
 def gpu_default_schedule(func: PrimFunc, target: str | CudaTarget) -> Schedule:
@@ -38,11 +48,38 @@ def gpu_default_schedule(func: PrimFunc, target: str | CudaTarget) -> Schedule:
             continue
         attempt = sch.copy()
         try:
-            _bind_spatial(attempt, spatial, threads)
+            if not _share_reduction(attempt, block, spatial):
+                _bind_spatial(attempt, spatial, threads)
         except ScheduleError:
             continue
         sch = attempt
     return sch
+
+
+def _share_reduction(sch: Schedule, block: BlockRV, spatial: list[LoopRV]) -> bool:
+    """Give each output of a reduction with few outputs and a long reduction right
+    inside its spatial loops a warp: the outputs on blocks, the reduction split by
+    the warp, its lanes bound to ``threadIdx.x``. False where that does not apply;
+    ScheduleError where a primitive refuses it."""
+    rest = sch.get_loops(block)[len(spatial) :]
+    outputs = math.prod(_extent(sch, loop) for loop in spatial)
+    reduction = math.prod(_extent(sch, loop) for loop in rest)
+    if not rest or outputs >= FEW_OUTPUTS or reduction < SHARED_REDUCTION or reduction % WARP:
+        return False
+    fused = sch.fuse(*rest) if len(rest) > 1 else rest[0]
+    serial, lanes = sch.split(fused, [None, WARP])
+    sch.reorder(lanes, serial)
+    sch.bind(lanes, "threadIdx.x")
+    rows = sch.fuse(*spatial) if len(spatial) > 1 else spatial[0]
+    sch.bind(rows, "blockIdx.x")
+    return True
+
+
+def _extent(sch: Schedule, loop: LoopRV) -> int:
+    extent = sch.get(loop).extent
+    if not isinstance(extent, IntImm):
+        raise ScheduleError(f"loop {sch.get(loop).loop_var.name!r} has a symbolic extent")
+    return extent.value
 
 
 def apply_gpu_default_schedule(mod: IRModule, target: str | CudaTarget) -> IRModule:

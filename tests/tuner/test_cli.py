@@ -10,7 +10,9 @@ import sys
 from collections.abc import Iterator
 
 import numpy as np
+import onnx
 import pytest
+from onnx_models import mlp
 
 import compiler
 import db
@@ -201,3 +203,12 @@ def test_a_gpu_target_without_the_cuda_extra_names_the_extra_and_exits_3(url, mo
     assert err.count("\n") == 1 and "pip install 'tensortune[cuda]'" in err
     with db.create(url) as database:
         assert database.count() == 0
+
+
+def test_run_refuses_to_export_a_model_built_for_a_gpu(tmp_path, url, capsys):
+    model = tmp_path / "mlp.onnx"
+    onnx.save(mlp(np.random.default_rng(0)), str(model))
+    argv = ["run", str(model), "--target", "cuda -arch=sm_80", "--export", str(tmp_path / "out")]
+    assert main([*argv, "--db", url]) == 2
+    assert "--export writes a model built for the CPU" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -12,6 +12,8 @@ import pytest
 from onnx_models import mlp, repeated_blocks, resnet_block, transformer_layer
 
 from compiler.graph import GraphModule, import_onnx
+from compiler.graph.executor import build_graph_cuda
+from compiler.runtime.cuda_driver import cuda_available
 from db import Purpose
 from tuner.model_tasks import extract_tasks
 from tuner.model_tune import ModelTuneOptions, ModelTuneResult, TaskProgress, tune_model
@@ -168,7 +170,11 @@ def test_tune_model_and_run_from_the_command_line(rng, tmp_path) -> None:
         (["run", "--inputs", "missing.npz"], "missing.npz"),
         (["run", "--output", "missing/y.npz"], "--output 'missing/y.npz': the folder 'missing'"),
         (["run", "--export", "{model}"], "is a file; name a folder"),
-        (["run", "--target", "cuda -arch=sm_80"], "builds for CPU targets (llvm ...) only"),
+        pytest.param(
+            ["run", "--target", "cuda -arch=sm_80"],
+            "runs the model on a GPU, and this host",
+            marks=pytest.mark.skipif(cuda_available() is None, reason="a GPU is here"),
+        ),
         (["tune-model", "--target", "llvm -mcpu=foo"], "--target: target 'llvm -mcpu=foo'"),
         (["tune-model", "--target", "opencl"], "the allowed forms are"),
     ],
@@ -189,3 +195,15 @@ def test_bad_model_arguments_are_one_line_errors(rng, tmp_path, words, said) -> 
     assert done.stderr.startswith(f"tensortune {command}: error: ")
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert not (tmp_path / "missing").exists()
+
+
+def test_a_models_tasks_for_a_gpu_are_the_functions_its_gpu_build_runs(rng) -> None:
+    """Plain layouts on a cuda target: the tasks' workloads are the plan's, so what
+    ``tune-model --target cuda`` tunes is what ``GraphModule`` builds for it."""
+    graph = import_onnx(repeated_blocks(rng, copies=2))
+    target = "cuda -arch=sm_80"
+    tasks = extract_tasks(graph, target)
+    assert all(task.task.target == target for task in tasks)
+    assert [t.kind for t in tasks] == [t.kind for t in extract_tasks(graph, conv_block=0)]
+    plan, _, _ = build_graph_cuda(graph, target)
+    assert {step.key for step in plan.steps} <= {task.task.workload_key for task in tasks}

@@ -20,6 +20,8 @@ import numpy as np
 import db
 import workers
 from compiler.graph import Graph, GraphError, GraphModule, import_onnx
+from compiler.runtime.cuda_driver import cuda_available
+from compiler.target.parse import target_kind
 from tuner import scheduler
 from tuner.cli.arguments import add_target_argument, int_in_range
 from tuner.cli.errors import UsageError
@@ -117,6 +119,17 @@ def run_tune_model(url: str, args: argparse.Namespace) -> None:
 
 def run_model(url: str, args: argparse.Namespace) -> None:
     _check_destinations(args)
+    if target_kind(args.target) == "cuda":
+        if args.export:
+            raise UsageError(
+                "--export writes a model built for the CPU; leave it out with a cuda --target"
+            )
+        reason = cuda_available()
+        if reason is not None:
+            raise UsageError(
+                f"--target {args.target!r} runs the model on a GPU, and this host has none "
+                f"it can use: {reason}"
+            )
     graph = _graph(args)
     inputs = _inputs(graph, args.inputs)
     with db.create(url) as database:

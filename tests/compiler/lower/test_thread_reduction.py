@@ -13,6 +13,7 @@ from compiler import te
 from compiler.cuda_build import build_cuda_binary
 from compiler.lower.gpu_kernels import lower_gpu
 from compiler.schedule import Schedule, ScheduleError
+from compiler.schedule.default_gpu import gpu_default_schedule
 from compiler.target.cuda import CudaTarget
 
 CUDA = "cuda -arch=sm_80"
@@ -114,3 +115,20 @@ def test_a_shared_reduction_needs_a_power_of_two_of_threads() -> None:
     sch, _ = _row_reduction(4, 96, "sum")
     with pytest.raises(ScheduleError, match="a power of two"):
         lower_gpu(_shared_by(sch, 48).mod["main"], "main", CAPABILITIES)
+
+
+def test_the_default_gpu_schedule_gives_each_output_of_a_long_reduction_a_warp() -> None:
+    """Six rows of 512: one thread per row would leave a GPU all but idle."""
+    sch, _ = _row_reduction(6, 512, "max")
+    program = lower_gpu(gpu_default_schedule(sch.mod["main"], CUDA).mod["main"], "m", CAPABILITIES)
+    (kernel,) = program.kernels
+    assert (kernel.grid, kernel.block) == ((6, 1, 1), (32, 1, 1))
+    values = np.random.default_rng(1).standard_normal((6, 512)).astype("float32")
+    got = np.full(6, np.nan, dtype="float32")
+    simulate(program, [values, got])
+    np.testing.assert_allclose(got, values.max(axis=1))
+    many, _ = _row_reduction(20000, 128, "sum")  # enough outputs for a thread each
+    (kernel,) = lower_gpu(
+        gpu_default_schedule(many.mod["main"], CUDA).mod["main"], "m", CAPABILITIES
+    ).kernels
+    assert kernel.block == (256, 1, 1)
