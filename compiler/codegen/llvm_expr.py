@@ -417,9 +417,7 @@ class ExprEmitter:
             return self.assign(f"icmp ne i8 {loaded}, 0")
         if e.dtype != e.buffer.dtype:
             raise CodegenError(f"load of {e.buffer.name} has dtype {e.dtype}, not the buffer's")
-        if not E.is_int(e.dtype):
-            return loaded
-        return self.resize(loaded, ty, self.value_type(e.dtype, index), is_signed(e.dtype))
+        return self.resize_value(loaded, e.dtype, index)
 
     def _thread_allreduce(self, e: E.ThreadAllReduce, index: bool) -> str:
         return self.resize_value(self.thread_allreduce(e), e.dtype, index)

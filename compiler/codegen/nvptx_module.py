@@ -35,11 +35,12 @@ from compiler.ir.buffer import Buffer
 from compiler.ir.expr import IntImm, PrimExpr, Var, byte_size
 from compiler.ir.stmt import Allocate, Barrier, For, ForKind, IfThenElse, Stmt
 from compiler.lower.gpu_kernels import AXES, Kernel
+from compiler.schedule.primitives.reducer import COMBINERS
 from compiler.schedule.primitives.reducer import identity as identity_of
 
 NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
 WARP = 32
-_COMBINE_OPS = {"sum": E.Add, "product": E.Mul, "max": E.Max, "min": E.Min}
+_COMBINE_OPS = {name: op for op, name in COMBINERS.items()}  # by ThreadAllReduce.combine
 # The alignment of every buffer a kernel addresses, which accesses may rely on.
 BUFFER_ALIGN = 16
 _LN2 = math.log(2.0)
@@ -205,18 +206,18 @@ class KernelEmitter(FunctionEmitter):
         return symbol
 
     def _store_shared(self, symbol: str, ty: str, slot: str, value: str) -> None:
-        pointer = self.assign(
-            f"getelementptr inbounds [{2 * WARP} x {ty}], ptr addrspace(3) @{symbol}, i32 0, "
-            f"i32 {slot}"
-        )
+        pointer = self._scratch_slot(symbol, ty, slot)
         self.emit(f"store {ty} {value}, ptr addrspace(3) {pointer}, align 4")
 
     def _load_shared(self, symbol: str, ty: str, slot: str) -> str:
-        pointer = self.assign(
+        pointer = self._scratch_slot(symbol, ty, slot)
+        return self.assign(f"load {ty}, ptr addrspace(3) {pointer}, align 4")
+
+    def _scratch_slot(self, symbol: str, ty: str, slot: str) -> str:
+        return self.assign(
             f"getelementptr inbounds [{2 * WARP} x {ty}], ptr addrspace(3) @{symbol}, i32 0, "
             f"i32 {slot}"
         )
-        return self.assign(f"load {ty}, ptr addrspace(3) {pointer}, align 4")
 
     def _linear_thread(self) -> str:
         """The thread's number in its block, x fastest."""

@@ -325,7 +325,7 @@ def _check_thread_reductions(nest: Stmt, block: Dims) -> None:
                     "thread of the block reaches it; give the loops around it the block's "
                     "full thread extents"
                 )
-            if lanes != block[0] or lanes & (lanes - 1) or (lanes > 32 and lanes % 32):
+            if lanes != block[0] or lanes & (lanes - 1):
                 raise ScheduleError(
                     f"a reduction shared by {lanes} threads needs threadIdx.x to have exactly "
                     f"that many (it has {block[0]}), a power of two"

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 
 from compiler.ir import expr as E
-from compiler.ir.analysis import free_vars, substitute
+from compiler.ir.analysis import substitute
 from compiler.ir.buffer import Buffer
 from compiler.ir.function import PrimFunc
 from compiler.ir.node import Node, transform
@@ -51,20 +51,11 @@ def lower_thread_reductions(func: PrimFunc) -> PrimFunc:
         if not isinstance(node, For) or node.thread_binding != "threadIdx.x":
             return None
         shared = cross_thread_reduction(node)
-        if isinstance(shared, str) or not _binds_reduction(shared):
+        if isinstance(shared, str):
             return None
         return dataclasses.replace(node, body=_shared_reduction(shared))
 
     return dataclasses.replace(func, body=transform(func.body, rewrite))
-
-
-def _binds_reduction(shared: CrossThreadReduction) -> bool:
-    var = shared.loop.loop_var
-    realize = shared.realize
-    return any(
-        iv.kind is IterKind.REDUCE and any(v is var for v in free_vars(value))
-        for iv, value in zip(realize.block.iter_vars, realize.iter_values, strict=True)
-    )
 
 
 def _shared_reduction(shared: CrossThreadReduction) -> Stmt:

@@ -44,8 +44,8 @@ class CrossThreadReduction:
 
 
 def cross_thread_reduction(loop: For) -> CrossThreadReduction | str:
-    """The reduction that binding ``loop`` to ``threadIdx.x`` shares among the
-    block's threads, or why it cannot be shared."""
+    """The reduction whose reduce variables ``loop`` binds and that binding it to
+    ``threadIdx.x`` shares among the block's threads, or why there is none."""
     inner: list[For] = []
     node = loop.body
     while isinstance(node, For):
@@ -63,6 +63,7 @@ def cross_thread_reduction(loop: For) -> CrossThreadReduction | str:
     if isinstance(reducer, str):
         return f"block {block.name!r} is not a reduction threads can share: {reducer}"
     own = {id(loop.loop_var), *(id(x.loop_var) for x in inner)}
+    binds = False
     for iv, value in zip(block.iter_vars, node.iter_values, strict=True):
         used = {id(v) for v in free_vars(value)}
         if iv.kind is IterKind.SPATIAL and used & own:
@@ -75,6 +76,9 @@ def cross_thread_reduction(loop: For) -> CrossThreadReduction | str:
                 f"block {block.name!r} also reduces over loops outside it ({iv.var.name} = "
                 f"{value}); fuse the reduction loops and bind a piece of the fused loop"
             )
+        binds = binds or (iv.kind is IterKind.REDUCE and id(loop.loop_var) in used)
+    if not binds:
+        return f"it binds none of block {block.name!r}'s reduce variables"
     guards = _split_predicate(node.predicate, own)
     if isinstance(guards, str):
         return f"block {block.name!r}'s predicate {guards}"
