@@ -41,7 +41,8 @@ def compact_buffers(func: PrimFunc) -> PrimFunc:
 
 def _visit(stmt: Stmt, ranges: Ranges, threads: Ranges) -> Stmt:
     """Rebuild ``stmt`` with every Allocate in it placed and shrunk; ``ranges`` are
-    the loops around ``stmt``, ``threads`` those of them bound to ``threadIdx``."""
+    the loops around ``stmt``, ``threads`` those of them bound to ``threadIdx`` or
+    ``vthread``."""
     if isinstance(stmt, Allocate):
         placed = dataclasses.replace(stmt, body=_visit(stmt.body, ranges, threads))
         return _compact(placed, ranges, threads)
@@ -64,7 +65,10 @@ def _visit(stmt: Stmt, ranges: Ranges, threads: Ranges) -> Stmt:
 
 
 def _is_thread_loop(loop: For) -> bool:
-    return loop.thread_binding is not None and loop.thread_binding.startswith("threadIdx")
+    """Bound to threads or virtual threads: a shared buffer under it serves them all."""
+    return loop.thread_binding is not None and loop.thread_binding.startswith(
+        ("threadIdx", "vthread")
+    )
 
 
 def _compact(alloc: Allocate, ranges: Ranges, threads: Ranges) -> Stmt:
@@ -123,9 +127,9 @@ def _path_to_innermost_loop(body: Stmt, buffer: Buffer) -> list[Stmt]:
 
 def _relaxed(buffer: Buffer, path: list[Stmt], threads: Ranges) -> Ranges:
     """The loops that the region spans although the allocation is inside them: for a
-    buffer in GPU shared memory, those bound to ``threadIdx`` (``threads`` around the
-    allocation, and those on ``path`` down to where it moves), since one copy serves
-    every thread of the block."""
+    buffer in GPU shared memory, those bound to ``threadIdx`` or ``vthread``
+    (``threads`` around the allocation, and those on ``path`` down to where it
+    moves), since one copy serves every thread and virtual thread of the block."""
     if buffer.scope != "shared":
         return {}
     on_path = {

@@ -35,6 +35,7 @@ from compiler.lower.gpu_sync import insert_barriers
 from compiler.lower.narrow_index import index_bits
 from compiler.lower.pipeline import lower_func
 from compiler.lower.thread_reduction import lower_thread_reductions
+from compiler.lower.virtual_threads import inject_virtual_threads
 from compiler.schedule.errors import ScheduleError
 from compiler.target.cuda import GPUCapabilities
 
@@ -106,7 +107,7 @@ def _collect(stmt: Stmt, workspace: list[Buffer], nests: list[Stmt]) -> None:
 def _kernel(nest: Stmt, global_buffers: tuple[Buffer, ...], caps: GPUCapabilities) -> Kernel:
     grid, block = _launch_shape(nest)
     _check_launch(grid, block, caps)
-    nest = _place_allocations(nest)
+    nest = inject_virtual_threads(_place_allocations(nest))
     shared = _check_memory(nest, caps)
     _refuse_redundant_updates(nest, block)
     _check_thread_reductions(nest, block)

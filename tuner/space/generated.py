@@ -45,6 +45,7 @@ from tuner.space.prefix_replay import PrefixReplay
 from tuner.space.rules import block_rules, root_rule
 from tuner.space.rules.analysis import attempt, has_block, is_expensive
 from tuner.space.rules.parallel_vectorize_unroll import ROLES
+from tuner.space.virtual_thread_tiles import capped, virtual_thread_caps
 
 # The most design traces a space keeps; forks beyond it are dropped, the first
 # (least transformed) kept.
@@ -88,17 +89,22 @@ class GeneratedSpace(Space):
     def _design_domains(self, design: int) -> tuple[Domain, ...]:
         """The domain of each sampling instruction of ``design``. A compute location's
         domain is read on the design replayed up to it: one replay walks the design,
-        and the locations of each are tried on copies of it."""
+        and the locations of each are tried on copies of it. Tiles that become virtual
+        threads are capped (``virtual_thread_tiles``)."""
         trace = self._designs[design]
         sch = Schedule(self.func)
         bindings: dict[int, Any] = {}
         replayed = 0
         domains = []
+        vthread_caps = virtual_thread_caps(trace)
         for index in self._sampled[design]:
             inst = trace.instructions[index]
             role = _role(trace, index)
             if inst.kind != "sample_compute_location":
-                domains.append(sampling_domain(self.func, trace, index, role))
+                domain = sampling_domain(self.func, trace, index, role)
+                if index in vthread_caps:
+                    domain = capped(domain, *vthread_caps[index])
+                domains.append(domain)
                 continue
             trace.replay_range(sch, replayed, index, bindings=bindings)
             replayed = index

@@ -363,15 +363,15 @@ class _Move:
         return self.tree.loop_ranges_below(self.loop, realize)
 
     def thread_ranges(self) -> dict[Var, Range]:
-        """Ranges of the loops at and around the loop bound to ``threadIdx``: a buffer
-        in shared memory serves every thread of a GPU block, so the part one iteration
-        needs is what all the block's threads need (as in TVM, the threads of a block
-        then fetch it together)."""
+        """Ranges of the loops at and around the loop bound to ``threadIdx`` or
+        ``vthread``: a buffer in shared memory serves every thread (and virtual
+        thread) of a GPU block, so the part one iteration needs is what all of them
+        need (as in TVM, the threads of a block then fetch it together)."""
         chain = [n for n in self.tree.path(self.loop) if isinstance(n, For)] + [self.loop]
         return {
             f.loop_var: Range(f.min, f.extent)
             for f in chain
-            if f.thread_binding is not None and f.thread_binding.startswith("threadIdx")
+            if (f.thread_binding or "").startswith(("threadIdx", "vthread"))
         }
 
     def fixed_ranges(self) -> dict[Var, Range]:

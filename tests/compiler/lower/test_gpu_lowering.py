@@ -330,18 +330,20 @@ def test_intermediates_nested_in_one_kernel_all_move_to_shared_memory() -> None:
     np.testing.assert_allclose(out, (x[:, ::-1] + 1.0) * 2.0 - 3.0, rtol=1e-6)
 
 
-def test_shared_tile_under_a_virtual_thread_is_allocated_once() -> None:
+def test_shared_tile_under_a_virtual_thread_is_allocated_once_for_both() -> None:
+    """The tile staged under the virtual-thread loop holds the rows of both virtual
+    threads (64 x 128 floats), in one shared array."""
     sch = Schedule(matmul(64, 64, 4096))
     c = sch.get_block("C")
     i, j, k = sch.get_loops(c)
     vt, ti = sch.split(i, [2, 32])
-    ko, ki = sch.split(k, [16, 256])
+    ko, ki = sch.split(k, [32, 128])
     sch.reorder(vt, ti, ko, j, ki)
     sch.bind(vt, "vthread.x")
     sch.bind(ti, "threadIdx.x")
     sch.compute_at(sch.cache_read(c, 0, "shared"), ko)
     binary = build_cuda_binary(sch.mod, "cuda -arch=sm_80")
-    assert binary.function("main").kernels[0].shared_bytes == 32 * 1024
+    assert binary.function("main").kernels[0].shared_bytes == 64 * 128 * 4
     assert len(re.findall(r"\.shared \.align 16 \.b8", binary.ptx)) == 1
 
 

@@ -8,12 +8,12 @@ reordered ``S0 S1 S2 R0 R1 S3 R2 S4``:
 - ``S0`` is the output tile of a thread block (``blockIdx``), ``S2`` its threads
   (fused and bound to ``threadIdx.x``: the product of the spatial loops'
   factors), ``S3 S4`` with ``R1 R2`` one thread's register tile;
-- ``S1`` splits the block's tile into sub-tiles that its threads compute one
-  after the other. MetaSchedule binds it to ``vthread.x``; here it stays a serial
-  loop, since the NVPTX code generator unrolls a virtual-thread loop and emits
-  the shared buffers staged under it once per iteration while GPU lowering counts
-  them once (a kernel over the shared memory then fails to link), and staging is
-  not relaxed over virtual threads as TVM's is, so they would not share it;
+- ``S1`` splits the block's tile into sub-tiles that sit apart, each thread
+  computing one element group of every sub-tile: fused and bound to
+  ``vthread.x``, as MetaSchedule does. GPU lowering interleaves the virtual
+  threads inside each thread (``compiler.lower.virtual_threads``), and the shared
+  tiles are staged once for all of them; more than ``MAX_VIRTUAL_THREADS`` is
+  refused;
 - the result accumulates in a ``local`` buffer (``cache_write``) written back at
   the end of the thread loop, with a single elementwise consumer (bias, ReLU)
   folded into the write-back;
@@ -124,7 +124,7 @@ def _epilogue(sch: Schedule, block: BlockRV) -> BlockRV | None:
 
 
 def _tile(sch: Schedule, block: BlockRV) -> _Tiles:
-    """Split, reorder ``S0 S1 S2 R0 R1 S3 R2 S4`` and bind ``S0`` and ``S2``."""
+    """Split, reorder ``S0 S1 S2 R0 R1 S3 R2 S4`` and bind ``S0``, ``S1`` and ``S2``."""
     kinds = loop_kinds(sch, block)
     spatial: list[list[LoopRV]] = [[] for _ in range(SPATIAL_TILES)]
     reduce: list[list[LoopRV]] = [[] for _ in range(REDUCE_TILES)]
@@ -145,6 +145,7 @@ def _tile(sch: Schedule, block: BlockRV) -> _Tiles:
     r0, r1, r2 = reduce
     sch.reorder(*s0, *unit_tiles, *s1, *s2, *r0, *r1, *s3, *r2, *s4)
     _bind_block_tiles(sch, s0)
+    sch.bind(_fused(sch, s1), "vthread.x")
     thread = _fused(sch, s2)
     sch.bind(thread, "threadIdx.x")
     return _Tiles(thread, r0, thread_factors)

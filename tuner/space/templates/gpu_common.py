@@ -9,14 +9,12 @@ target's threads per block and (where the template can bound it) shared memory;
 what one axis cannot know (registers per block) is refused when the kernel is
 built, with a ScheduleError, which the search skips.
 
-This compiler has no virtual-thread injection (TVM's ``InjectVirtualThread``): a
-``vthread`` loop is unrolled where it stands, outside the thread loops, so each
-virtual thread runs its share of the block tile in turn. A template that stages
-its shared tiles inside the thread loops (GEMM and conv2d, at each reduction
-step) would have each virtual thread stage its own copy, so those keep one
-virtual thread for now; depthwise stages above them and uses them. The split
-keeps TVM's four parts, so knobs and traces stay the same when the lowering
-learns to interleave.
+A thread computes one ``inner`` tile in each of its virtual threads' sub-tiles,
+which sit a thread block's width apart: GPU lowering interleaves them inside the
+thread (``compiler.lower.virtual_threads``, TVM's ``InjectVirtualThread``), and
+the shared tiles staged under the virtual-thread loops are fetched once for all
+of them. So a thread's accesses to shared memory neighbour those of the next
+thread, as in the interleaved 8 x 8 tiles of the fast SGEMM kernels.
 """
 
 from __future__ import annotations
@@ -49,7 +47,8 @@ def thread_tiles(
 ) -> list[Tile]:
     """(blocks, vthreads, threads, inner) exact splits of ``total`` with at most
     ``max_threads`` threads, ``max_vthreads`` virtual threads, ``max_inner`` elements
-    per thread and ``max_block`` per block."""
+    per thread (over all its virtual threads: they are its registers) and
+    ``max_block`` per block."""
     return [
         (total // (inner * threads * vthreads), vthreads, threads, inner)
         for inner in divisors(total)
@@ -57,7 +56,9 @@ def thread_tiles(
         for threads in divisors(total // inner)
         if threads <= max_threads
         for vthreads in divisors(total // inner // threads)
-        if vthreads <= max_vthreads and vthreads * threads * inner <= max_block
+        if vthreads <= max_vthreads
+        and vthreads * inner <= max_inner
+        and vthreads * threads * inner <= max_block
     ]
 
 

@@ -47,12 +47,10 @@ from tuner.space.templates.gpu_common import (
     unroll_inner,
 )
 
-# A thread's tile per axis (channels, rows, columns): at most 8 x 2 x 4 = 64
-# accumulators. conv2d stages its shared tiles under the thread loops, where each
-# virtual thread would stage its own copy (see gpu_common), so it has none;
-# depthwise stages them above, once for all virtual threads.
+# A thread's tile per axis (channels, rows, columns), over its virtual threads: at
+# most 8 x 2 x 4 = 64 accumulators.
 CONV_INNER = (8, 2, 4)
-CONV_VTHREADS = 1
+CONV_VTHREADS = 2
 DEPTHWISE_INNER = (4, 2, 4)
 DEPTHWISE_VTHREADS = 2
 # The longest step over input channels: longer ones add shared memory, not reuse.

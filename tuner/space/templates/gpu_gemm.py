@@ -6,7 +6,7 @@ matmul schedules write:
 - rows and columns each split in four, ``[blockIdx, vthread, threadIdx, inner]``
   (``tile_y`` over rows, ``tile_x`` over columns; a batch is ``blockIdx.z``), so
   a block computes a tile of ``vthread * threadIdx * inner`` on each axis and a
-  thread ``vthread * inner`` (one virtual thread for now: see MAX_VTHREADS);
+  thread ``vthread * inner``, its virtual threads' parts a block's width apart;
 - the reduction split in two (``tile_k``): the outer loop steps over the
   reduction, and at each step all threads copy the block's slices of both
   operands into shared memory (neighbouring threads copy neighbouring elements,
@@ -18,7 +18,8 @@ matmul schedules write:
 Threads per axis are capped so that a block never has more than the target
 allows, and the reduction step so that both shared tiles always fit; the space
 holds the known-good SGEMM shapes (128 x 128 block tiles, 8 x 8 per thread on
-16 x 16 threads, steps of 8 or 16, 256 threads fetching four floats each).
+16 x 16 threads, interleaved as 2 x 2 virtual threads of 4 x 4, steps of 8 or
+16, 256 threads fetching four floats each).
 """
 
 from __future__ import annotations
@@ -41,13 +42,11 @@ from tuner.space.templates.gpu_common import (
 )
 
 # Per axis: a thread's tile of at most 8 (an 8 x 8 tile keeps 64 accumulators in
-# registers, as the fast SGEMM kernels do) and blocks of at most 128. No virtual
-# threads: the shared tiles are staged under them, and without virtual-thread
-# injection each would stage its own copy (see gpu_common), which does the work of
-# a block of a quarter the size with none of the reuse.
+# registers, as the fast SGEMM kernels do), in up to 2 virtual threads, and blocks
+# of at most 128.
 MAX_INNER = 8
 MAX_BLOCK = 128
-MAX_VTHREADS = 1
+MAX_VTHREADS = 2
 
 
 @template("matmul.cuda", blocks=("T_matmul",), target_kind="cuda")
@@ -126,8 +125,5 @@ def _tiles(total: int, threads: int) -> list[Tile]:
 
 def _staged_per_step(rows: list[Tile], columns: list[Tile]) -> int:
     """The most elements both shared tiles can hold per step of the reduction, over
-    any pair of tiles: each virtual thread stages its own slice of the block's rows
-    (and columns), once per virtual thread of the other axis."""
-    most_rows = max(block_size(t) for t in rows) * max(t[1] for t in columns)
-    most_columns = max(block_size(t) for t in columns) * max(t[1] for t in rows)
-    return most_rows + most_columns
+    any pair of tiles: the block's rows and its columns."""
+    return max(block_size(t) for t in rows) + max(block_size(t) for t in columns)
