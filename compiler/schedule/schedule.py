@@ -23,7 +23,7 @@ from compiler.schedule import primitives as P
 from compiler.schedule.errors import ScheduleError
 from compiler.schedule.handles import BlockRV, ExprRV, InlineLocation, LoopRV, RootLocation
 from compiler.schedule.index_map import IndexMap
-from compiler.schedule.trace import INSTRUCTION_ATTR, Instruction, Trace
+from compiler.schedule.trace import INSTRUCTION_ATTR, SAMPLING_KINDS, Instruction, Trace
 
 Params = ParamSpec("Params")
 R = TypeVar("R")
@@ -45,6 +45,7 @@ def instruction(
     var_positional = next(
         (p.name for p in signature.parameters.values() if p.kind is p.VAR_POSITIONAL), None
     )
+    samples = method.__name__ in SAMPLING_KINDS  # only sampling draws from the rng
 
     @functools.wraps(method)
     def run(self: Schedule, *args: Any, **kwargs: Any) -> Any:
@@ -57,13 +58,15 @@ def instruction(
         }
         if var_positional:
             inputs[var_positional] = list(inputs[var_positional])
-        snapshot = (self._mod, self._rng.getstate())
+        module = self._mod
+        rng_state = self._rng.getstate() if samples else None
         self._decision = None
         try:
             result: Any = method(self, *args, **kwargs)
         except ScheduleError:
-            self._mod, rng_state = snapshot
-            self._rng.setstate(rng_state)
+            self._mod = module
+            if rng_state is not None:
+                self._rng.setstate(rng_state)
             raise
         if inputs.get("func_name", "") is None:
             inputs["func_name"] = self._func_name

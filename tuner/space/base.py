@@ -16,11 +16,13 @@ search needs it, nothing else does, and a space of generated sketches has none.
 from __future__ import annotations
 
 import abc
+import gc
 import hashlib
 import math
 import random
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -180,21 +182,25 @@ class Space(abc.ABC):
         so features and builds here do not replay it again."""
         made = self._candidates.get(decisions)
         if made is None:
-            try:
-                sch = self._schedule(decisions)
-                _verify_for_target(sch, self.target)
-                trace = sch.trace
-                digest = trace.structural_hash
-                REPLAYS.remember(self.workload_key, digest, sch.mod["main"])
-                made = TraceCandidate(self.workload_key, digest, trace, decisions)
-            except ScheduleError as err:
-                made = err
+            with collection_paused():
+                made = self._made(decisions)
             if len(self._candidates) >= CANDIDATE_CACHE_SIZE:
                 self._candidates.popitem(last=False)
             self._candidates[decisions] = made
         if isinstance(made, ScheduleError):
             raise made
         return made
+
+    def _made(self, decisions: Decisions) -> TraceCandidate | ScheduleError:
+        try:
+            sch = self._schedule(decisions)
+            _verify_for_target(sch, self.target)
+            trace = sch.trace
+            digest = trace.structural_hash
+            REPLAYS.remember(self.workload_key, digest, sch.mod["main"])
+            return TraceCandidate(self.workload_key, digest, trace, decisions)
+        except ScheduleError as err:
+            return err
 
     @cached_property
     def _candidates(self) -> OrderedDict[Decisions, TraceCandidate | ScheduleError]:
@@ -344,3 +350,20 @@ def _verify_for_target(sch: Schedule, target: Target) -> None:
     if isinstance(target, CudaTarget):
         for name, func in sch.mod.items():
             lower_gpu(func, name, target.capabilities)
+
+
+@contextmanager
+def collection_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while a candidate replays. A replay
+    allocates IR nodes by the ten thousand, which set off collections that walk
+    every live object (a search keeps hundreds of thousands: programs, prefixes,
+    candidates), for nodes that form no cycles: 20 % of a conv2d candidate's replay.
+    The collector runs again as soon as anything else allocates."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()

@@ -20,8 +20,9 @@ many boxes, consecutive windows must instead be provably increasing.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
+
+import numpy as np
 
 from compiler.arith import Interval, bound, can_prove
 from compiler.ir import expr as E
@@ -34,14 +35,13 @@ from compiler.schedule.errors import ScheduleError
 from compiler.schedule.primitives.common import const_int
 from compiler.schedule.primitives.cross_thread import cross_thread_reduction
 from compiler.schedule.primitives.dataflow import evaluate
+from compiler.schedule.primitives.iteration_boxes import boxes, owners_overlap
 
 # Most boxes x 3**windows compared; beyond it only the symbolic test decides.
 _BOX_LIMIT = 200_000
 
 # Nodes in which the parallel loop and an inner loop cannot be bounded apart.
 _NON_AFFINE = (E.FloorDiv, E.FloorMod, E.Div, E.Min, E.Max, E.Select, E.Cast, E.Call)
-
-Box = list[tuple[int, int]]
 
 
 def check_concurrent(func: PrimFunc, loop: For, verb: str, *, cross_thread: bool = False) -> None:
@@ -147,17 +147,23 @@ def _disjoint_boxes(
     windows = [bound(_atomize(value, enumerated, bounded, atoms), ranges) for value in bindings]
     if not all(w.is_bounded for w in windows):
         return None
-    owners: list[int] = []
-    boxes: list[Box] = []
+    rows: list[tuple[int, ...]] = []
     budget = _BOX_LIMIT // 3 ** len(windows)
+    enumerated_vars = (loop.loop_var, *(m.loop_var for m in mixed))
     for value in range(first, first + extent):
         for env in _assignments(mixed, {**outer, loop.loop_var: value}):
-            box = _box(windows, atoms, env)
-            if box is None or len(boxes) >= budget:
+            if env is None or len(rows) >= budget:
                 return None
-            owners.append(value)
-            boxes.append(box)
-    return _no_overlap(boxes, owners)
+            rows.append(tuple(env[v] for v in enumerated_vars))
+    if not rows:
+        return True
+    columns = np.array(rows, dtype=np.int64).T
+    points: dict[int, int | np.ndarray] = {id(v): value for v, value in outer.items()}
+    points.update({id(v): column for v, column in zip(enumerated_vars, columns, strict=True)})
+    found = boxes(windows, atoms, points, len(rows))
+    if found is None:
+        return None
+    return not owners_overlap(*found, columns[0])
 
 
 def _mixed_loops(var: Var, bindings: list[PrimExpr], inner: tuple[For, ...]) -> list[For]:
@@ -206,51 +212,6 @@ def _assignments(loops: list[For], env: dict[Var, int]) -> Iterator[dict[Var, in
         return
     for value in range(lo, lo + size):
         yield from _assignments(rest, {**env, first.loop_var: value})
-
-
-def _box(
-    windows: list[Interval], atoms: dict[Var, PrimExpr], env: dict[Var, int] | None
-) -> Box | None:
-    if env is None:
-        return None
-    env = dict(env)
-    for atom, definition in atoms.items():
-        atom_value = evaluate(definition, env)
-        if atom_value is None:
-            return None
-        env[atom] = atom_value
-    box = []
-    for window in windows:
-        lo = None if window.min is None else evaluate(window.min, env)
-        hi = None if window.max is None else evaluate(window.max, env)
-        if lo is None or hi is None:
-            return None
-        box.append((lo, hi))
-    return box
-
-
-def _no_overlap(boxes: list[Box], owners: list[int]) -> bool:
-    """No two boxes of different owners overlap; boxes go into a grid of cells as
-    large as the widest box, so only neighbouring cells need comparing."""
-    if not boxes:
-        return True
-    widths = [max(1, max(hi - lo + 1 for lo, hi in column)) for column in zip(*boxes, strict=True)]
-    grid: dict[tuple[int, ...], list[int]] = {}
-    for index, box in enumerate(boxes):
-        cell = tuple(lo // width for (lo, _), width in zip(box, widths, strict=True))
-        for offset in itertools.product((-1, 0, 1), repeat=len(cell)):
-            near = tuple(c + o for c, o in zip(cell, offset, strict=True))
-            for other in grid.get(near, ()):
-                if owners[other] != owners[index] and _overlap(box, boxes[other]):
-                    return False
-        grid.setdefault(cell, []).append(index)
-    return True
-
-
-def _overlap(a: Box, b: Box) -> bool:
-    return all(
-        a_lo <= b_hi and b_lo <= a_hi for (a_lo, a_hi), (b_lo, b_hi) in zip(a, b, strict=True)
-    )
 
 
 def _increasing(window: Interval, var: Var) -> bool:
