@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from compiler.arith import simplify
 from compiler.arith.access_bounds import check_accesses
 from compiler.ir import expr as E
 from compiler.ir.analysis import free_vars, substitute
 from compiler.ir.buffer import Buffer
 from compiler.ir.expr import PrimExpr, Var
 from compiler.ir.function import PrimFunc
-from compiler.ir.node import Node, transform
+from compiler.ir.node import Node, transform, visit
 from compiler.ir.stmt import (
     Block,
     BlockRealize,
@@ -162,7 +163,10 @@ def _loop_nest(op: ComputeOp, buffers: dict[int, Buffer], block_name: str) -> St
     }
     out = buffers[id(op)]
     indices = tuple(bv.var for bv in block_vars[: len(op.axis)])
-    body_expr = _to_buffer_loads(substitute(op.body, to_block_var), buffers)
+    ranges = {bv.var: bv.dom for bv in block_vars}
+    body_expr = _without_needless_division(
+        _to_buffer_loads(substitute(op.body, to_block_var), buffers), ranges
+    )
     init: Stmt | None = None
     if isinstance(body_expr, Reduce):
         reduce = body_expr
@@ -188,6 +192,38 @@ def _loop_nest(op: ComputeOp, buffers: dict[int, Buffer], block_name: str) -> St
     for lv, bv in reversed(list(zip(loops, block_vars, strict=True))):
         stmt = For(lv, E.const(0, lv.dtype), bv.dom.extent, ForKind.SERIAL, stmt)
     return stmt
+
+
+def _without_needless_division(e: PrimExpr, ranges: dict[Var, E.Range]) -> PrimExpr:
+    """``e`` with each load index that divides or takes a remainder replaced by a
+    simpler form without any, where the ranges of the block's variables give one.
+    Reading through reshapes and transposes (``te.view``) composes flat offsets: a
+    BERT attention score read ``p0[(i*768 + h*64 + k) // 768, (...) % 768]``, which
+    is ``p0[i, h*64 + k]``. Left divided, loop tiling could not see the unit stride
+    and the kernel ran at a seventh of the speed. Only indices that lose every
+    division change, so other workloads keep their keys (and stored records)."""
+
+    def resolve(n: Node) -> Node | None:
+        if not isinstance(n, E.BufferLoad) or not any(_divides(i) for i in n.indices):
+            return None
+        simpler = tuple(simplify(i, ranges) if _divides(i) else i for i in n.indices)
+        if any(_divides(i) for i in simpler):
+            return None
+        return E.BufferLoad(n.buffer, simpler)
+
+    return transform(e, resolve)
+
+
+def _divides(e: PrimExpr) -> bool:
+    found = False
+
+    def look(n: Node) -> bool:
+        nonlocal found
+        found = found or isinstance(n, (E.FloorDiv, E.FloorMod))
+        return not found
+
+    visit(e, look)
+    return found
 
 
 def _is_zero(e: PrimExpr) -> bool:

@@ -173,3 +173,31 @@ def test_a_view_reads_its_source_in_place_and_is_never_an_argument() -> None:
     np.testing.assert_array_equal(out, 2 * x.T)
     with pytest.raises(TensorError, match="view of 'A'"):
         te.create_prim_func([a, a_t])
+
+
+def test_reading_through_reshapes_and_transposes_indexes_without_division() -> None:
+    """A head's slice of a (tokens, heads * dim) matrix, read through reshape and
+    transpose views, is ``q[t, h * dim + d]``: the composed flat offsets' divisions
+    and remainders resolve over the loops' ranges, so tiling sees unit strides. A
+    read at ``r // 5, r % 5`` with ``r`` up to 10 cannot resolve and stays."""
+    tokens, heads, dim = 8, 3, 4
+    q = te.placeholder((tokens, heads * dim), "float32", name="Q")
+    per_head = topi.transpose(
+        topi.reshape(q, (tokens, heads, dim), view=True), (1, 0, 2), view=True
+    )
+    scaled = te.compute((heads, tokens, dim), lambda h, t, d: per_head[h, t, d] * 2.0, name="S")
+    func = te.create_prim_func([q, scaled])
+    text = func.script()
+    assert "//" not in text and "%" not in text
+    assert "Q[v_t, v_h * 4 + v_d]" in text
+    module = compiler.build(func)
+    x = np.random.default_rng(3).standard_normal((tokens, heads * dim)).astype("float32")
+    out = np.zeros((heads, tokens, dim), "float32")
+    module["main"](x, out)
+    np.testing.assert_array_equal(out, 2 * x.reshape(tokens, heads, dim).transpose(1, 0, 2))
+
+    c = te.placeholder((8, 5), "float32", name="C")
+    blocked = topi.reshape(c, (2, 4, 5), view=True)
+    moved = te.compute((2, 5, 4), lambda b, w, k: blocked[b, k, w], name="M")
+    flat = te.compute((10, 4), lambda r, k: moved[r // 5, r % 5, k], name="F")
+    assert "//" in te.create_prim_func([c, flat]).script()
