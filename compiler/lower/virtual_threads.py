@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from compiler.ir.analysis import substitute, uses_var
+from compiler.ir.analysis import buffers_read, buffers_written, substitute, uses_var
 from compiler.ir.buffer import Buffer
 from compiler.ir.expr import BufferLoad, IntImm, PrimExpr, Var
 from compiler.ir.node import Node, children, transform, transform_pre, visit
@@ -85,7 +85,8 @@ class _Injection:
     def __init__(self, loop: For) -> None:
         self.loop = loop
         self.var = loop.loop_var
-        self.count = loop.extent.value if isinstance(loop.extent, IntImm) else 0
+        assert isinstance(loop.extent, IntImm)  # _check_count refused any other
+        self.count = loop.extent.value
         self.private: set[int] = set()
 
     def run(self) -> Stmt:
@@ -135,7 +136,8 @@ class _Injection:
                 target = id(store.buffer)
                 if target in private or target not in candidates:
                     continue
-                if uses_var(store, self.var) or _reads_any(store, private):
+                reads = buffers_read(store)
+                if uses_var(store, self.var) or any(id(b) in private for b in reads):
                     private.add(target)
                     changed = True
         return private
@@ -143,7 +145,10 @@ class _Injection:
     # pushing the loop inward -------------------------------------------------------
 
     def _depends(self, node: Node) -> bool:
-        return uses_var(node, self.var) or _touches_any(node, self.private)
+        if uses_var(node, self.var):
+            return True
+        touched = (*buffers_read(node), *buffers_written(node)) if self.private else ()
+        return any(id(b) in self.private for b in touched)
 
     def _push(self, stmt: Stmt) -> Stmt:
         if not self._depends(stmt):
@@ -191,29 +196,3 @@ def _elements(buffer: Buffer) -> int:
 
 def _is_zero(e: PrimExpr) -> bool:
     return isinstance(e, IntImm) and e.value == 0
-
-
-def _reads_any(node: Node, buffers: set[int]) -> bool:
-    found = False
-
-    def look(n: Node) -> bool:
-        nonlocal found
-        found = found or (isinstance(n, BufferLoad) and id(n.buffer) in buffers)
-        return not found
-
-    visit(node, look)
-    return found
-
-
-def _touches_any(node: Node, buffers: set[int]) -> bool:
-    if not buffers:
-        return False
-    found = False
-
-    def look(n: Node) -> bool:
-        nonlocal found
-        found = found or (isinstance(n, (BufferLoad, BufferStore)) and id(n.buffer) in buffers)
-        return not found
-
-    visit(node, look)
-    return found

@@ -31,14 +31,10 @@ _DIVISION: dict[type[E.BinaryOp], Callable[[Values, Values], Values]] = {
 }
 
 
-def evaluate_all(e: PrimExpr, env: Mapping[int, Values]) -> Values | None:
+def evaluate_all(e: Node, env: Mapping[int, Values]) -> Values | None:
     """``e`` at every point of ``env`` (variable id -> one value or an array of
     them, all arrays of one length); None when it uses anything else, or divides
     by zero somewhere."""
-    return _eval(e, env)
-
-
-def _eval(e: Node, env: Mapping[int, Values]) -> Values | None:
     if isinstance(e, E.IntImm):
         return e.value
     if isinstance(e, Var):
@@ -48,8 +44,8 @@ def _eval(e: Node, env: Mapping[int, Values]) -> Values | None:
     if op is None and division is None:
         return None
     assert isinstance(e, E.BinaryOp)
-    a = _eval(e.a, env)
-    b = _eval(e.b, env)
+    a = evaluate_all(e.a, env)
+    b = evaluate_all(e.b, env)
     if a is None or b is None:
         return None
     if division is not None:
@@ -71,7 +67,7 @@ def boxes(
     evaluated first; None when some end cannot be evaluated."""
     values = dict(env)
     for atom, definition in atoms.items():
-        value = _eval(definition, values)
+        value = evaluate_all(definition, values)
         if value is None:
             return None
         values[id(atom)] = value
@@ -79,7 +75,7 @@ def boxes(
     for window in windows:
         if window.min is None or window.max is None:
             return None
-        low, high = _eval(window.min, values), _eval(window.max, values)
+        low, high = evaluate_all(window.min, values), evaluate_all(window.max, values)
         if low is None or high is None:
             return None
         lows.append(np.broadcast_to(low, count))
