@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+import traceback
 
 import numpy as np
 import pytest
@@ -175,9 +176,14 @@ def test_a_knob_defined_twice_is_an_error() -> None:
 def test_illegal_decisions_raise_schedule_error_and_are_remembered() -> None:
     space = sometimes_illegal_space()
     space.candidate(space.decisions_at(0))
-    for _ in range(2):
-        with pytest.raises(ScheduleError, match="reduce variable"):
+    depths = []
+    for _ in range(3):
+        with pytest.raises(ScheduleError, match="reduce variable") as raised:
             space.candidate(space.decisions_at(1))
+        depths.append(len(traceback.extract_tb(raised.value.__traceback__)))
+    # Each raise carries only its own frames: a remembered error does not pile up the
+    # tracebacks (and the frames they hold) of every earlier raise.
+    assert depths[0] == depths[1] == depths[2]
 
 
 def test_create_and_registry_name_the_choices() -> None:

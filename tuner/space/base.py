@@ -188,7 +188,9 @@ class Space(abc.ABC):
                 self._candidates.popitem(last=False)
             self._candidates[decisions] = made
         if isinstance(made, ScheduleError):
-            raise made
+            # Raised afresh each time: a kept traceback would grow with every raise and
+            # hold the frames of every caller it passed through.
+            raise made.with_traceback(None)
         return made
 
     def _made(self, decisions: Decisions) -> TraceCandidate | ScheduleError:
@@ -200,7 +202,7 @@ class Space(abc.ABC):
             REPLAYS.remember(self.workload_key, digest, sch.mod["main"])
             return TraceCandidate(self.workload_key, digest, trace, decisions)
         except ScheduleError as err:
-            return err
+            return err.with_traceback(None)
 
     @cached_property
     def _candidates(self) -> OrderedDict[Decisions, TraceCandidate | ScheduleError]:
