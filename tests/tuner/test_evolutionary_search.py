@@ -26,6 +26,7 @@ from compiler.workload.spec import workload_from_spec
 from tuner import search
 from tuner.cli.main import main
 from tuner.search import EvolutionarySearch, SearchError, evolutionary
+from tuner.search import base as search_base
 from tuner.space import Decisions, Space, TraceCandidate
 from tuner.space import create as create_space
 
@@ -224,3 +225,45 @@ def test_tensortune_tune_runs_the_evolutionary_search(tmp_path, capsys) -> None:
     assert main([*argv, *options]) == 0
     out = capsys.readouterr().out
     assert "8 measured this run (0 errors)" in out and "GFLOP/s" in out
+
+
+class TickingClock:
+    """A monotonic clock that moves ``tick`` seconds at each reading, and as far as a
+    test says at other times (a batch's measuring)."""
+
+    def __init__(self, tick: float) -> None:
+        self.now = 0.0
+        self.tick = tick
+
+    def read(self) -> float:
+        self.now += self.tick
+        return self.now
+
+
+@pytest.mark.parametrize(
+    ("measuring_seconds", "populations"),
+    # Breeding takes one tick (10 ms). A batch measured in 100 s buys 5 s of breeding:
+    # the population grows fourfold an ask to its cap. One measured in a tick allows
+    # half a millisecond: the population stays at its floor.
+    [(100.0, [32, 128, 512, 512]), (0.0, [32, 32, 32, 32])],
+)
+def test_the_population_is_sized_by_the_measuring_time(
+    replay: Replay,
+    monkeypatch: pytest.MonkeyPatch,
+    measuring_seconds: float,
+    populations: list[int],
+) -> None:
+    clock = TickingClock(0.01)
+    monkeypatch.setattr(evolutionary, "monotonic", clock.read)
+    monkeypatch.setattr(search_base, "monotonic", clock.read)
+    strategy = search.create(
+        "evolutionary", space=replay.space, max_trials=96, batch_size=16, seed=0, **FAST
+    )
+    sizes = []
+    while (batch := strategy.generate_measure_candidates()) is not None:
+        sizes.append(strategy.population)
+        clock.now += measuring_seconds
+        strategy.notify_runner_results(batch, replay.measure(batch))
+    # At random until a batch's worth of points ran: some first points are illegal.
+    assert sizes == [None, None, *populations]
+    assert strategy.measuring_seconds == pytest.approx(measuring_seconds + 0.01)

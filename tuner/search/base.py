@@ -32,6 +32,7 @@ import math
 import random
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from time import monotonic
 from typing import ClassVar, Protocol
 
 from compiler.errors import ErrorKind
@@ -143,6 +144,10 @@ class SearchStrategy(abc.ABC):
         # measured twice (confirmed, or restored from two records).
         self._places: dict[str, int] = {}
         self._confirmed: set[str] = set()
+        # The wall time from handing out the last batch to its results: its builds and
+        # runs, the time an ask has beside a measurement (None before the first).
+        self.measuring_seconds: float | None = None
+        self._handed_out_at: float | None = None
 
     # the protocol ------------------------------------------------------------------
 
@@ -168,6 +173,8 @@ class SearchStrategy(abc.ABC):
             batch.append(candidate)
             if len(batch) == wanted:
                 break
+        if batch:
+            self._handed_out_at = monotonic()
         return batch or None
 
     def notify_runner_results(
@@ -182,6 +189,9 @@ class SearchStrategy(abc.ABC):
                     f"candidate {digest[:12]} was not proposed by this search or was already "
                     "reported"
                 )
+        if self._handed_out_at is not None:
+            self.measuring_seconds = monotonic() - self._handed_out_at
+            self._handed_out_at = None
         for candidate, result in zip(candidates, results, strict=True):
             del self._pending[candidate.trace_hash]
             self.trials += 1

@@ -61,6 +61,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Container, Iterator, Mapping, Sequence
+from time import monotonic
 from typing import Any
 
 import numpy as np
@@ -80,10 +81,15 @@ DEFAULT_FEATURES = "program"
 # but a search with only transfer records replays its first population in Python (about
 # 10 ms a point for a knob template, tens for a blocked convolution of a generated space).
 POPULATION_SIZE = 512
-# The default population per candidate a batch wants, and its floor: the search's
-# own time grows with the batch, as the measuring time does.
+# The first ask's population per candidate a batch wants, and the floor of every
+# population.
 POPULATION_PER_CANDIDATE = 2
 MIN_POPULATION = 32
+# The share of a batch's measuring time that the next ask's breeding (the decision
+# model's training and the generations) may take: the population grows while breeding
+# costs less, and shrinks when it costs more; by at most POPULATION_STEP times an ask.
+BREEDING_SHARE = 0.05
+POPULATION_STEP = 4
 # Draws per point wanted before a converged population (or a small space) stops.
 ATTEMPTS_PER_POINT = 4
 # The points per candidate wanted that the decision model's ranking sends to be
@@ -97,13 +103,12 @@ DESIGN_HALVING_TRIALS = 16
 class EvolutionarySearch(ModelGuidedSearch):
     """``features`` is an extractor or its kind; ``model`` a CostModel (default:
     XGBoost regression seeded by ``seed``); ``population_size`` the points per
-    generation (default: POPULATION_PER_CANDIDATE per candidate wanted, between
-    MIN_POPULATION and POPULATION_SIZE); ``generations`` how many times the
-    population breeds per ask; ``elites`` how many of the fastest measured points
-    seed it; ``mutation_probabilities`` maps mutator kinds to their probability
-    (default ``mutators.DEFAULT_PROBABILITIES``); ``epsilon`` the share of each batch
-    drawn at random; ``warmup`` the measurements before the model is used
-    (default: one batch)."""
+    generation (default: sized by the measuring time, see ``_population``);
+    ``generations`` how many times the population breeds per ask; ``elites`` how many
+    of the fastest measured points seed it; ``mutation_probabilities`` maps mutator
+    kinds to their probability (default ``mutators.DEFAULT_PROBABILITIES``);
+    ``epsilon`` the share of each batch drawn at random; ``warmup`` the measurements
+    before the model is used (default: one batch)."""
 
     def __init__(
         self,
@@ -135,6 +140,10 @@ class EvolutionarySearch(ModelGuidedSearch):
         # Each sibling workload's measured points and their log throughputs relative
         # to its fastest.
         self._siblings: list[tuple[list[Decisions], np.ndarray]] = []
+        # The points per generation of the last ask (None before one bred), and the
+        # seconds its breeding took.
+        self.population: int | None = None
+        self._breeding: tuple[int, float] | None = None
 
     def _learn_points(self, space: Space, points: list[Decisions], throughputs: np.ndarray) -> int:
         """Train on another workload's points (see ``ModelGuidedSearch``); when that is a
@@ -150,9 +159,12 @@ class EvolutionarySearch(ModelGuidedSearch):
         self._fit()
         size = self._population(count)
         designs = self._kept_designs()
+        started = monotonic()
         scored = self._fit_screen(size, designs)
         population = list(scored) or self._initial_population(size, designs, legal=False)
         met = self._evolve(population, size, by_design=designs is not None)
+        self.population = size
+        self._breeding = (size, monotonic() - started)
         unscored = {point: score for point, score in met.items() if point not in scored}
         scored.update(self._shortlisted(unscored, SHORTLIST_PER_CANDIDATE * count, designs))
         ranked = _in_turns(sorted(scored, key=lambda point: -scored[point]), designs)
@@ -234,10 +246,22 @@ class EvolutionarySearch(ModelGuidedSearch):
         return dict(zip(legal, self._predict(legal).tolist(), strict=True))
 
     def _population(self, count: int) -> int:
-        """The points per generation when ``count`` candidates are wanted."""
+        """The points per generation when ``count`` candidates are wanted: the given
+        ``population_size``, else as many as breed in BREEDING_SHARE of the last batch's
+        measuring time at the last ask's seconds per point (at most POPULATION_STEP
+        times more or fewer than then), between MIN_POPULATION and POPULATION_SIZE. A
+        kernel that takes long to build and time buys a larger population; a small one,
+        measured in moments, keeps its search from outweighing its measurements. The
+        first ask, with nothing timed, takes POPULATION_PER_CANDIDATE per candidate."""
         if self.population_size is not None:
             return self.population_size
-        return min(POPULATION_SIZE, max(MIN_POPULATION, POPULATION_PER_CANDIDATE * count))
+        if self._breeding is None or self.measuring_seconds is None:
+            wanted = float(POPULATION_PER_CANDIDATE * count)
+        else:
+            size, seconds = self._breeding
+            wanted = size * BREEDING_SHARE * self.measuring_seconds / max(seconds, 1e-9)
+            wanted = min(max(wanted, size / POPULATION_STEP), size * POPULATION_STEP)
+        return int(min(POPULATION_SIZE, max(MIN_POPULATION, wanted)))
 
     def _initial_population(
         self, size: int, designs: Sequence[int] | None, *, legal: bool
