@@ -77,7 +77,9 @@ class ReplayCache:
             known = _replay(func, trace)
             self._store(entry_key, known)
         if isinstance(known, ScheduleError):
-            raise known
+            # Raised afresh each time: a kept traceback would grow with every raise and
+            # hold the frames of every caller it passed through.
+            raise known.with_traceback(None)
         return known
 
     def remember(self, key: str, digest: str, func: PrimFunc) -> ScheduledProgram:
@@ -119,7 +121,7 @@ def _replay(func: PrimFunc, trace: Trace | str) -> ScheduledProgram | ScheduleEr
         sch = Schedule(func)
         parsed.apply_to_schedule(sch)
     except ScheduleError as err:
-        return err
+        return err.with_traceback(None)
     return ScheduledProgram(sch.mod["main"])
 
 

@@ -140,10 +140,13 @@ class EvolutionarySearch(ModelGuidedSearch):
         # Each sibling workload's measured points and their log throughputs relative
         # to its fastest.
         self._siblings: list[tuple[list[Decisions], np.ndarray]] = []
-        # The points per generation of the last ask (None before one bred), and the
-        # seconds its breeding took.
-        self.population: int | None = None
+        # The last ask's points per generation and the seconds its breeding took.
         self._breeding: tuple[int, float] | None = None
+
+    @property
+    def population(self) -> int | None:
+        """The points per generation of the last ask; None before one bred."""
+        return None if self._breeding is None else self._breeding[0]
 
     def _learn_points(self, space: Space, points: list[Decisions], throughputs: np.ndarray) -> int:
         """Train on another workload's points (see ``ModelGuidedSearch``); when that is a
@@ -163,7 +166,6 @@ class EvolutionarySearch(ModelGuidedSearch):
         scored = self._fit_screen(size, designs)
         population = list(scored) or self._initial_population(size, designs, legal=False)
         met = self._evolve(population, size, by_design=designs is not None)
-        self.population = size
         self._breeding = (size, monotonic() - started)
         unscored = {point: score for point, score in met.items() if point not in scored}
         scored.update(self._shortlisted(unscored, SHORTLIST_PER_CANDIDATE * count, designs))

@@ -4,6 +4,8 @@ check and ``build(..., database=...)`` share."""
 
 from __future__ import annotations
 
+import traceback
+
 import pytest
 from replay_measurements import small_matmul, small_space
 
@@ -33,9 +35,13 @@ def test_an_illegal_trace_raises_each_time_from_the_cache() -> None:
     sch = Schedule(small_matmul(8, 8, 4))
     i = sch.get_loops(sch.get_block("C"))[0]
     sch.split(i, sch.sample_perfect_tile(i, n=2, decision=[2, 4]))
-    for _ in range(2):
-        with pytest.raises(ScheduleError, match="product is 6"):
+    depths = []
+    for _ in range(3):
+        with pytest.raises(ScheduleError, match="product is 6") as raised:
             cache.replayed(small_matmul(6, 8, 4), sch.trace)
+        depths.append(len(traceback.extract_tb(raised.value.__traceback__)))
+    # Each raise carries only its own frames, not those of every earlier raise.
+    assert depths[0] == depths[1] == depths[2]
 
 
 def test_the_cache_is_bounded_least_recently_used_first() -> None:
