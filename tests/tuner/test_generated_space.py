@@ -13,7 +13,7 @@ import pytest
 from generated_cases import SHAPES, expected, inputs, run_trace, workload
 
 import compiler
-from compiler.schedule import Schedule, Trace
+from compiler.schedule import Schedule, ScheduleError, Trace
 from compiler.workload.spec import (
     OPS,
     normalize_spec,
@@ -22,7 +22,9 @@ from compiler.workload.spec import (
 )
 from db import Database
 from tuner import space as spaces
+from tuner.space.base import trace_decision
 from tuner.space.generated import MAX_DESIGNS, GeneratedSpace
+from tuner.space.postprocess import postprocess
 from tuner.task import TuneTask
 from tuner.tune import TuneOptions, tune
 from workers import Workers
@@ -95,6 +97,43 @@ def test_a_stored_trace_replays_the_same_program_and_reads_back(op: str) -> None
     assert (read.trace_hash, read.decisions) == (candidate.trace_hash, candidate.decisions)
     fresh = GeneratedSpace(func)
     assert fresh.candidate_from_trace(candidate.trace) == candidate
+
+
+@pytest.mark.parametrize("op", ["dense", "conv2d_nchw", "softmax"])
+def test_points_that_make_one_program_make_one_trace(op: str) -> None:
+    """A sampled size beyond what its loops take (64 lanes where the widest loop to
+    vectorize has 6) makes the same program as the least size that takes those
+    loops: the space hands out that point's trace, so a search measures it once."""
+    func, _ = workload(op)
+    space = GeneratedSpace(func)
+    rng = random.Random(5)
+    lowered = 0
+    for _ in range(40):
+        point = space.random_decisions(rng)
+        try:
+            candidate = space.candidate(point)
+        except ScheduleError:
+            continue
+        design = space.design_traces()[point.design]
+        own = Schedule(func)
+        sampled = sorted(design.decisions)
+        design.apply_to_schedule(
+            own, dict(zip(sampled, map(trace_decision, point.values), strict=True))
+        )
+        replayed = Schedule(func)
+        candidate.trace.apply_to_schedule(replayed)
+        assert replayed.mod["main"].script() == postprocess(own).schedule.mod["main"].script()
+        assert space.candidate(candidate.decisions) == candidate
+        least = candidate.decisions
+        for domain, asked, made in zip(
+            space.decision_domains(point.design), point.values, least.values, strict=True
+        ):
+            if domain.role:
+                assert domain.candidates[made] <= domain.candidates[asked]
+            else:
+                assert made == asked
+        lowered += least != point
+    assert lowered > 0
 
 
 def test_a_trace_the_space_did_not_make_is_not_read_back() -> None:

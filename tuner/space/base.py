@@ -184,14 +184,19 @@ class Space(abc.ABC):
         if made is None:
             with collection_paused():
                 made = self._made(decisions)
-            if len(self._candidates) >= CANDIDATE_CACHE_SIZE:
-                self._candidates.popitem(last=False)
-            self._candidates[decisions] = made
+            self._keep(decisions, made)
+            if isinstance(made, TraceCandidate) and made.decisions != decisions:
+                self._keep(made.decisions, made)
         if isinstance(made, ScheduleError):
             # Raised afresh each time: a kept traceback would grow with every raise and
             # hold the frames of every caller it passed through.
             raise made.with_traceback(None)
         return made
+
+    def _keep(self, decisions: Decisions, made: TraceCandidate | ScheduleError) -> None:
+        if len(self._candidates) >= CANDIDATE_CACHE_SIZE:
+            self._candidates.popitem(last=False)
+        self._candidates[decisions] = made
 
     def _made(self, decisions: Decisions) -> TraceCandidate | ScheduleError:
         try:
@@ -200,9 +205,15 @@ class Space(abc.ABC):
             trace = sch.trace
             digest = trace.structural_hash
             REPLAYS.remember(self.workload_key, digest, sch.mod["main"])
-            return TraceCandidate(self.workload_key, digest, trace, decisions)
+            return TraceCandidate(self.workload_key, digest, trace, self._point_of(decisions, sch))
         except ScheduleError as err:
             return err.with_traceback(None)
+
+    def _point_of(self, decisions: Decisions, sch: Schedule) -> Decisions:
+        """The point whose candidate ``sch`` is (``_schedule(decisions)`` made it):
+        ``decisions`` itself, unless the space makes one schedule for several points
+        and hands out the trace of one of them (``GeneratedSpace``)."""
+        return decisions
 
     @cached_property
     def _candidates(self) -> OrderedDict[Decisions, TraceCandidate | ScheduleError]:

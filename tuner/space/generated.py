@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
@@ -50,6 +51,8 @@ from tuner.space.virtual_thread_tiles import capped, virtual_thread_caps
 # The most design traces a space keeps; forks beyond it are dropped, the first
 # (least transformed) kept.
 MAX_DESIGNS = 8
+# The root block's annotation that each sampled size's role names.
+_ANNOTATION_OF_ROLE = {role: key for key, role in ROLES.items()}
 INLINE = -2
 ROOT = -1
 # A compute location may make a block run this many times as often as at the root
@@ -145,7 +148,39 @@ class GeneratedSpace(Space):
                 f"decisions {decisions} do not fit the {len(sampled)} sampling instructions "
                 f"of design {decisions.design} of {self.name}"
             )
-        return postprocess(self._replay.replay(decisions.design, decisions.values))
+        done = postprocess(self._replay.replay(decisions.design, decisions.values))
+        least = self._least_point(decisions, done.least_sizes)
+        if least == decisions:
+            return done.schedule
+        return postprocess(self._replay.replay(least.design, least.values)).schedule
+
+    def _point_of(self, decisions: Decisions, sch: Schedule) -> Decisions:
+        """The point ``sch``'s trace holds: ``decisions`` with its sizes at their least
+        (``_least_point``)."""
+        trace = sch.trace
+        return Decisions(
+            decisions.design,
+            tuple(
+                decision_value(trace.instructions[i].decision)
+                for i in self._sampled[decisions.design]
+            ),
+        )
+
+    def _least_point(self, decisions: Decisions, least_sizes: Mapping[str, int]) -> Decisions:
+        """``decisions`` with each sampled parallel, vector and unroll size lowered to
+        the smallest one of its domain that realises the same loops (``postprocess``):
+        the points that make one program make one trace, which a search measures once."""
+        values = list(decisions.values)
+        for k, domain in enumerate(self._domains[decisions.design]):
+            least = least_sizes.get(_ANNOTATION_OF_ROLE.get(domain.role, ""))
+            if least is None:
+                continue
+            sampled = domain.candidates[values[k]]
+            values[k] = min(
+                (v for v in domain.values if least <= domain.candidates[v] <= sampled),
+                key=lambda v: domain.candidates[v],
+            )
+        return Decisions(decisions.design, tuple(values))
 
     def _read_trace(self, trace: Trace | str) -> TraceCandidate | None:
         parsed = parse_trace(trace)

@@ -24,10 +24,19 @@ plain. Then, in this order, so each sees what the one before left serial:
 A positive size that no loop can take (lanes and no loop fits them, a parallel
 extent and no nest has a parallel loop) is a ScheduleError: that point of the
 space is the same program as a smaller size, or none, and counts as illegal.
+
+Each step also says the **least size** that realises the same loops: the widest
+loop it vectorized, the most iterations it fused into one parallel loop, the most
+it unrolled under one loop. Every size from that one up to the sampled one makes
+the same program, so a space can hand out one trace for all of them (a search
+otherwise builds and times 64 lanes and 16 lanes of a loop of 16 as two trials).
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import partial
 
 from compiler.ir.expr import IntImm
@@ -47,7 +56,16 @@ from tuner.space.rules.analysis import (
 from tuner.space.rules.parallel_vectorize_unroll import PARALLEL, UNROLL, VECTORIZE
 
 
-def postprocess(sch: Schedule) -> Schedule:
+@dataclass(frozen=True)
+class Postprocessed:
+    """A postprocessed schedule and, by annotation key, the least size that realises
+    the same loops as the sampled one did (a size of 0 is left out: it is least)."""
+
+    schedule: Schedule
+    least_sizes: Mapping[str, int]
+
+
+def postprocess(sch: Schedule) -> Postprocessed:
     """``sch`` with its constant weights laid out for its loops and its root block's
     sampled sizes realised as loop kinds. Raises ScheduleError for a size no loop can
     take."""
@@ -55,28 +73,30 @@ def postprocess(sch: Schedule) -> Schedule:
     root = sch.get_block("root")
     sizes = sch.get(root).annotations
     if not any(key in sizes for key in (PARALLEL, VECTORIZE, UNROLL)):
-        return sch
+        return Postprocessed(sch, {})
     # A constant weight's conversion runs once, at build time: its loops stay plain.
     blocks = [
         block
         for block in sch.get_child_blocks(root)
         if LAYOUT_REWRITE_ATTR not in sch.get(block).annotations
     ]
+    least: dict[str, int] = {}
     if sizes.get(VECTORIZE, 0) > 0:
-        sch = _vectorize(sch, blocks, sizes[VECTORIZE])
+        sch, least[VECTORIZE] = _vectorize(sch, blocks, sizes[VECTORIZE])
     if sizes.get(PARALLEL, 0) > 0:
-        sch = _parallelize(sch, blocks, sizes[PARALLEL])
+        sch, least[PARALLEL] = _parallelize(sch, blocks, sizes[PARALLEL])
     if sizes.get(UNROLL, 0) > 0:
-        _unroll(sch, blocks, sizes[UNROLL])
-    return sch
+        least[UNROLL] = _unroll(sch, blocks, sizes[UNROLL])
+    return Postprocessed(sch, least)
 
 
 def _extent(loop: For) -> int | None:
     return loop.extent.value if isinstance(loop.extent, IntImm) else None
 
 
-def _vectorize(sch: Schedule, blocks: list[BlockRV], lanes: int) -> Schedule:
-    vectorized = 0
+def _vectorize(sch: Schedule, blocks: list[BlockRV], lanes: int) -> tuple[Schedule, int]:
+    """The schedule and its widest vectorized loop."""
+    vectorized, widest = 0, 0
     for block in blocks:
         loops = loops_of(sch, block)
         if not loops or loop_kinds(sch, block)[-1] != SPATIAL:
@@ -89,22 +109,25 @@ def _vectorize(sch: Schedule, blocks: list[BlockRV], lanes: int) -> Schedule:
             continue
         trial = attempt(sch, partial(_vectorize_innermost, block=block))
         if trial is not None:
-            sch, vectorized = trial, vectorized + 1
+            sch, vectorized, widest = trial, vectorized + 1, max(widest, extent)
     if vectorized == 0:
         raise ScheduleError(
             f"the sampled vector width {lanes} cannot be realised: no innermost spatial loop "
             f"of 2 to {lanes} iterations can be vectorized; this point is not a program"
         )
-    return sch
+    return sch, widest
 
 
 def _vectorize_innermost(sch: Schedule, block: BlockRV) -> None:
     sch.vectorize(sch.get_loops(block)[-1])
 
 
-def _parallelize(sch: Schedule, blocks: list[BlockRV], extent: int) -> Schedule:
+def _parallelize(sch: Schedule, blocks: list[BlockRV], extent: int) -> tuple[Schedule, int]:
+    """The schedule and the least extent that fuses the same loops: 1 where each nest
+    took its outermost loop alone (which it takes whatever the extent), 0 where there
+    was no nest."""
     nests: set[int] = set()
-    parallel = 0
+    parallel, least = 0, 1
     for block in blocks:
         loops = loops_of(sch, block)
         if not loops or id(loops[0].loop_var) in nests:
@@ -113,6 +136,8 @@ def _parallelize(sch: Schedule, blocks: list[BlockRV], extent: int) -> Schedule:
         for count in range(_leading(sch, block, extent), 0, -1):
             trial = attempt(sch, partial(_fuse_parallel, block=block, count=count))
             if trial is not None:
+                if count > 1:
+                    least = max(least, math.prod(_extent(loop) or 1 for loop in loops[:count]))
                 sch, parallel = trial, parallel + 1
                 break
     if nests and parallel == 0:
@@ -120,7 +145,7 @@ def _parallelize(sch: Schedule, blocks: list[BlockRV], extent: int) -> Schedule:
             f"the sampled parallel extent {extent} cannot be realised: no loop nest starts "
             "with a spatial loop that can run in parallel; this point is not a program"
         )
-    return sch
+    return sch, least if nests else 0
 
 
 def _leading(sch: Schedule, block: BlockRV, extent: int) -> int:
@@ -145,8 +170,11 @@ def _fuse_parallel(sch: Schedule, block: BlockRV, count: int) -> None:
     sch.parallel(fused)
 
 
-def _unroll(sch: Schedule, blocks: list[BlockRV], max_steps: int) -> None:
+def _unroll(sch: Schedule, blocks: list[BlockRV], max_steps: int) -> int:
+    """Unroll in place; returns the most iterations under one unrolled loop (0: none
+    was, the same program as no unrolling)."""
     unrolled: set[int] = set()
+    least = 0
     for block in blocks:
         loops = loops_of(sch, block)
         chosen = []
@@ -158,8 +186,10 @@ def _unroll(sch: Schedule, blocks: list[BlockRV], max_steps: int) -> None:
                 break
             if _extent(loop) != 1:
                 chosen.append(k)
+                least = max(least, iterations(loop))
         if chosen:
             handles = sch.get_loops(block)
             for k in chosen:
                 sch.unroll(handles[k])
                 unrolled.add(id(loops[k].loop_var))
+    return least
