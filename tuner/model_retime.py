@@ -74,7 +74,7 @@ def retime_finalists(
     the job ``job_id``, when one runs it). Returns how many were stored."""
     if not chosen:
         return 0
-    builds = workers.builder.build([finalist.candidate for finalist in chosen])
+    builds = workers.build([finalist.candidate for finalist in chosen])
     runs = workers.runner.run([build for _ in range(rounds) for build in builds])
     retimings = []
     for k, finalist in enumerate(chosen):

@@ -15,13 +15,12 @@ import abc
 import hashlib
 import importlib
 import json
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from compiler.errors import ErrorKind
+from workers.build_cache import BuildCache
 
 if TYPE_CHECKING:
     from compiler.ir.function import PrimFunc
@@ -40,9 +39,6 @@ class WorkersError(RuntimeError):
 BUILD_FUNCTION = "workers.compile_candidate:build_candidate"
 MEASURER = "workers.measure:Measurer"
 GPU_MEASURER = "workers.gpu_measure:GPUMeasurer"
-# Successful builds a backend keeps (``Workers.measure``): a search's confirmations of
-# the batch it just measured; a ResNet-18 candidate's library is 14-39 kB.
-RECENT_BUILDS = 32
 
 
 def load_hook(name: str) -> Any:
@@ -405,37 +401,30 @@ class Workers:
     builder: Builder
     runner: Runner
     shutdown: Callable[[], None] | None = None
-    # The last RECENT_BUILDS successful builds, by what they were built from; a
-    # service's coordinators may share one backend, hence the lock.
-    recent_builds: OrderedDict[tuple[str, str, str], BuildResult] = field(
-        init=False, default_factory=OrderedDict, repr=False, compare=False
-    )
-    recent_lock: threading.Lock = field(
-        init=False, default_factory=threading.Lock, repr=False, compare=False
+    # Successful builds, so that a candidate measured again soon is not built again.
+    kept_builds: BuildCache = field(
+        init=False, default_factory=BuildCache, repr=False, compare=False
     )
 
-    def measure(self, candidates: Sequence[Candidate]) -> list[RunResult]:
-        """Build the whole batch, then run it, so that no build competes with a timing.
-        A candidate that one of the last batches built is not built again: a search
-        confirms its fastest trials by measuring them a second time, soon after."""
-        keys = [_build_key(candidate) for candidate in candidates]
+    def build(self, candidates: Sequence[Candidate]) -> list[BuildResult]:
+        """Build the candidates, or take the builds kept of them (``BuildCache``): a
+        search confirms its fastest trials by measuring them a second time, soon
+        after, and a model's tuning re-times its finalists."""
         builds: dict[int, BuildResult] = {}
-        with self.recent_lock:
-            for k, key in enumerate(keys):
-                kept = self.recent_builds.get(key)
-                if kept is not None:
-                    self.recent_builds.move_to_end(key)
-                    builds[k] = replace(kept, candidate=candidates[k], seconds=0.0)
+        for k, candidate in enumerate(candidates):
+            kept = self.kept_builds.get(candidate)
+            if kept is not None:
+                builds[k] = kept
         fresh = [k for k in range(len(candidates)) if k not in builds]
-        built = self.builder.build([candidates[k] for k in fresh])
-        builds.update(zip(fresh, built, strict=True))
-        with self.recent_lock:
-            for k in fresh:
-                if builds[k].ok:
-                    self.recent_builds[keys[k]] = builds[k]
-            while len(self.recent_builds) > RECENT_BUILDS:
-                self.recent_builds.popitem(last=False)
-        return self.runner.run([builds[k] for k in range(len(candidates))])
+        for k, build in zip(fresh, self.builder.build([candidates[k] for k in fresh]), strict=True):
+            self.kept_builds.put(build)
+            builds[k] = build
+        return [builds[k] for k in range(len(candidates))]
+
+    def measure(self, candidates: Sequence[Candidate]) -> list[RunResult]:
+        """Build the whole batch (``build``), then run it, so that no build competes
+        with a timing."""
+        return self.runner.run(self.build(candidates))
 
     def close(self) -> None:
         try:
@@ -450,11 +439,6 @@ class Workers:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _build_key(candidate: Candidate) -> tuple[str, str, str]:
-    """What a build depends on: the workload (and spec), the trace and the target."""
-    return (candidate.reference_key, candidate.trace, candidate.target)
 
 
 def _in_order(stream: Iterator[tuple[int, Any]], count: int) -> list[Any]:
