@@ -27,6 +27,9 @@ from tuner.service.jobs import JobRequest, JobRequestError, submit
 
 MATMUL = {"op": "matmul", "args": {"m": 24, "n": 16, "k": 8}}
 RELU = {"op": "relu", "args": {"shape": [12, 10]}}
+# A second task with more distinct programs than a long job's trials: the relu's space
+# makes 8 (parallel or not, vectorized or not, unrolled or not).
+SQUARE_MATMUL = {"op": "matmul", "args": {"m": 16, "n": 16, "k": 16}}
 
 
 def test_a_job_runs_every_workload_and_its_best_schedule_builds(database, backend, rng) -> None:
@@ -115,7 +118,7 @@ def test_cancelling_a_running_job_stops_it_after_the_current_batch(
 def test_a_stopped_coordinator_requeues_its_job_and_the_next_resumes_it(
     database, backend, monkeypatch
 ) -> None:
-    job = submit(database, JobRequest((RELU, MATMUL), trials=24, tuner="random"))
+    job = submit(database, JobRequest((SQUARE_MATMUL, MATMUL), trials=24, tuner="random"))
     first = Coordinator(database, backend)
     asks = first._should_stop
 
@@ -127,8 +130,8 @@ def test_a_stopped_coordinator_requeues_its_job_and_the_next_resumes_it(
     monkeypatch.setattr(first, "_should_stop", stop_during_the_second_task)
     stopped = first.run_next()
     assert stopped is not None and stopped.status is JobStatus.QUEUED
-    relu, matmul = stopped.tasks
-    assert relu.status is JobStatus.DONE and matmul.status is JobStatus.QUEUED
+    square, matmul = stopped.tasks
+    assert square.status is JobStatus.DONE and matmul.status is JobStatus.QUEUED
     assert 0 < matmul.trials_done < 24
     resumed = Coordinator(database, backend).run_next()
     assert resumed is not None and resumed.id == job.id and resumed.status is JobStatus.DONE

@@ -16,6 +16,9 @@ from tuner.service.coordinator import Coordinator
 from tuner.service.jobs import JobRequest, submit
 
 RELU = {"op": "relu", "args": {"shape": [12, 10]}}
+# A job long enough to meet an outage: more distinct programs than its 40 trials (the
+# relu's space makes 8).
+MATMUL = {"op": "matmul", "args": {"m": 24, "n": 16, "k": 8}}
 OUTAGE_SECONDS = 3.0
 
 
@@ -45,7 +48,7 @@ def test_the_coordinator_outlives_an_outage_during_a_job_and_between_jobs(server
         coordinator = Coordinator(database, backend, retry_max_seconds=1.0)
         wake = threading.Event()
         running = threading.Thread(target=coordinator.run_until_stopped, args=(wake, 0.2))
-        job = submit(database, JobRequest((RELU,), trials=40, tuner="random"))
+        job = submit(database, JobRequest((MATMUL,), trials=40, tuner="random"))
         running.start()
         try:
             wait_for(lambda: database.job(job.id).tasks[0].trials_done >= 2, "trials", running)
