@@ -157,13 +157,13 @@ class GeneratedSpace(Space):
     def _point_of(self, decisions: Decisions, sch: Schedule) -> Decisions:
         """The point ``sch``'s trace holds: ``decisions`` with its sizes at their least
         (``_least_point``)."""
-        trace = sch.trace
+        return self._trace_point(decisions.design, sch.trace)
+
+    def _trace_point(self, design: int, trace: Trace) -> Decisions:
+        """The point of ``design`` whose decisions ``trace`` (of that design) holds."""
         return Decisions(
-            decisions.design,
-            tuple(
-                decision_value(trace.instructions[i].decision)
-                for i in self._sampled[decisions.design]
-            ),
+            design,
+            tuple(decision_value(trace.instructions[i].decision) for i in self._sampled[design]),
         )
 
     def _least_point(self, decisions: Decisions, least_sizes: Mapping[str, int]) -> Decisions:
@@ -190,11 +190,8 @@ class GeneratedSpace(Space):
             prefix = Trace(parsed.instructions[: len(design_trace)])
             if skeleton(prefix) != self._skeletons[design]:
                 continue
-            values = tuple(
-                decision_value(parsed.instructions[i].decision) for i in self._sampled[design]
-            )
             try:
-                made = self.candidate(Decisions(design, values))
+                made = self.candidate(self._trace_point(design, parsed))
             except ScheduleError:
                 return None
             if made.trace_hash == parsed.structural_hash:
