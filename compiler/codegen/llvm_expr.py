@@ -26,6 +26,7 @@ from compiler.codegen.llvm_types import (
     value_type,
 )
 from compiler.ir import expr as E
+from compiler.ir.analysis import var_ids
 from compiler.ir.buffer import Buffer
 from compiler.ir.expr import PrimExpr, bits, byte_size
 from compiler.ir.node import Node, visit
@@ -82,6 +83,11 @@ class ExprEmitter:
         self._memory: dict[tuple[str, str], str] = {}
         # The access groups of the parallel-annotated loops around the current point.
         self.access_groups: list[str] = []
+        # Selects that folded to a constant, by node and the values of its variables
+        # (``_select``); each entry holds its node, so that its id is not reused.
+        self._folded: dict[tuple[int, bool, tuple[str | None, ...]], tuple[E.Select, str]] = {}
+        # Each select's variables (None when it reads memory, so it is never folded).
+        self._select_vars: dict[int, tuple[E.Select, tuple[int, ...] | None]] = {}
 
     # instruction plumbing -----------------------------------------------------
 
@@ -279,8 +285,34 @@ class ExprEmitter:
         return self.assign(f"xor i1 {cond}, true")
 
     def _select(self, e: E.Select, index: bool) -> str:
+        """A select on the indices of unrolled loops folds to one constant, such as a
+        Winograd coefficient chosen by a chain of selects (``topi.nn.winograd``): each
+        such constant is found once per value of its variables, not walked down the
+        chain again in every unrolled copy."""
+        key = self._fold_key(e, index)
+        if key is not None:
+            known = self._folded.get(key)
+            if known is not None:
+                return known[1]
         ty = self.value_type(e.dtype, index)
-        return self.select_of(e, ty, lambda side: self.typed(side, e.dtype, index))
+        value = self.select_of(e, ty, lambda side: self.typed(side, e.dtype, index))
+        if key is not None and not value.startswith("%"):
+            self._folded[key] = (e, value)
+        return value
+
+    def _fold_key(
+        self, e: E.Select, index: bool
+    ) -> tuple[int, bool, tuple[str | None, ...]] | None:
+        """What ``e``'s value depends on when it folds: the node and the values of its
+        variables here. None for a select that reads memory, whose value does not."""
+        known = self._select_vars.get(id(e))
+        if known is None:
+            variables = None if _has_load(e) else tuple(var_ids(e))
+            known = self._select_vars[id(e)] = (e, variables)
+        variables = known[1]
+        if variables is None:
+            return None
+        return id(e), index, tuple(self.vars.get(v) for v in variables)
 
     def select_of(self, e: E.Select, ty: str, side: Callable[[PrimExpr], str]) -> str:
         """``e`` as a value of LLVM type ``ty``, each side emitted by ``side``: a
@@ -478,11 +510,12 @@ def _fold_int(e: E.BinaryOp, a: str, b: str) -> int | None:
 
 
 def _has_load(e: PrimExpr) -> bool:
+    """Whether ``e`` reads memory (a buffer, or a GPU block's shared reduction)."""
     found = False
 
     def check(n: Node) -> bool:
         nonlocal found
-        found = found or isinstance(n, E.BufferLoad)
+        found = found or isinstance(n, (E.BufferLoad, E.ThreadAllReduce))
         return not found
 
     visit(e, check)

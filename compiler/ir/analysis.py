@@ -50,10 +50,10 @@ def free_vars(node: Node) -> list[Var]:
 
 
 def uses_var(node: Node, var: Var) -> bool:
-    return node is var or id(var) in _var_ids(node)
+    return node is var or id(var) in var_ids(node)
 
 
-def _var_ids(node: Node) -> frozenset[int]:
+def var_ids(node: Node) -> frozenset[int]:
     """The ids of the variables in ``node``'s subtree, kept on every node of it."""
     found = node.__dict__.get(_VAR_IDS)
     if found is not None:
