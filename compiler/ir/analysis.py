@@ -9,7 +9,19 @@ from typing import cast
 from compiler.ir.buffer import Buffer
 from compiler.ir.expr import BufferLoad, PrimExpr, Range, Var
 from compiler.ir.node import N, Node, children, memoized, transform, visit
-from compiler.ir.stmt import Block, BlockRealize, BufferRegion, BufferStore, For
+from compiler.ir.stmt import (
+    Allocate,
+    Barrier,
+    Block,
+    BlockRealize,
+    BufferRegion,
+    BufferStore,
+    Evaluate,
+    For,
+    IfThenElse,
+    SeqStmt,
+    Stmt,
+)
 
 
 def substitute(node: N, mapping: Mapping[Var, PrimExpr]) -> N:
@@ -80,10 +92,16 @@ _VAR_IDS = "_tensortune_var_ids"
 
 
 def visit_statements(root: Node, fn: Callable[[Node], bool | None]) -> None:
-    """``visit`` that calls ``fn`` on the statements (and their non-expression parts)
-    only: no statement sits inside an expression, so a query for loops, blocks or
-    realizes need not look into the index arithmetic, most of a scheduled tree."""
-    visit(root, lambda n: False if isinstance(n, PrimExpr) else fn(n))
+    """``visit`` that calls ``fn`` on the statements only, in pre-order (a ``False``
+    return skips that subtree): a query for loops, blocks or realizes need not look
+    into the index arithmetic, buffers and ranges, most of a scheduled tree."""
+    if isinstance(root, PrimExpr):
+        return
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if fn(node) is not False:
+            stack.extend(reversed(_statements_in(node)))
 
 
 def find_loop(root: Node, loop_var: Var) -> For | None:
@@ -141,11 +159,31 @@ def _index_statements(root: Node) -> _StatementIndex:
             index.loops.setdefault(id(node.loop_var), node)
         elif isinstance(node, BlockRealize):
             index.realizes.setdefault(node.block.name, node)
-        statements = [child for child in children(node) if not isinstance(child, PrimExpr)]
+        statements = _statements_in(node)
         for child in statements:
             index.parents.setdefault(id(child), node)
         stack.extend(reversed(statements))
     return index
+
+
+def _statements_in(node: Node) -> tuple[Stmt, ...]:
+    """The statements directly under ``node``, in field order. The statement kinds that
+    make up a scheduled tree say where theirs are, so the index walks neither the
+    buffers, ranges and iteration variables beside them nor their expressions (a
+    schedule indexes every new program it makes, and most of a program is those)."""
+    if isinstance(node, (For, Allocate)):
+        return (node.body,)
+    if isinstance(node, BlockRealize):
+        return (node.block,)
+    if isinstance(node, SeqStmt):
+        return node.seq
+    if isinstance(node, (BufferStore, Evaluate, Barrier)):
+        return ()
+    if isinstance(node, Block):
+        return (node.body,) if node.init is None else (node.body, node.init)
+    if isinstance(node, IfThenElse):
+        return (node.then_case,) if node.else_case is None else (node.then_case, node.else_case)
+    return tuple(child for child in children(node) if isinstance(child, Stmt))
 
 
 def block_accesses(block: Block) -> tuple[list[BufferRegion], list[BufferRegion]]:

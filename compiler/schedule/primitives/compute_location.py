@@ -45,7 +45,7 @@ from compiler.ir.stmt import (
 )
 from compiler.schedule.errors import ScheduleError
 from compiler.schedule.primitives.inline import compute_inline
-from compiler.schedule.primitives.program_order import ProgramTree
+from compiler.schedule.primitives.program_order import program_tree
 
 Ranges = dict[Var, Range]
 
@@ -237,7 +237,7 @@ def compute_at_candidates(func: PrimFunc, block: Block) -> list[For]:
 
 def _legal_loops(func: PrimFunc, block: Block) -> Iterator[For]:
     """The loops compute_at accepts, checked without building each new nest."""
-    for loop in ProgramTree(func.body).loops():
+    for loop in program_tree(func.body).loops():
         try:
             _compute_at_move(func, block, loop, need_regions=False)
         except ScheduleError:
@@ -269,7 +269,7 @@ class _Move:
         self.func = func
         self.block = block
         self.loop = loop
-        self.tree = ProgramTree(func.body)
+        self.tree = program_tree(func.body)
         realize = self.tree.realize_of(block)
         self.require(realize is not None, "the block is not in this function")
         self.require(self.tree.has(loop), "the loop is not in this function")

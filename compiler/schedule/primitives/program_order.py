@@ -15,14 +15,20 @@ from compiler.ir import expr as E
 from compiler.ir.analysis import block_accesses, substitute
 from compiler.ir.buffer import Buffer
 from compiler.ir.expr import PrimExpr, Range, Var
-from compiler.ir.node import Node
+from compiler.ir.node import Node, memoized
 from compiler.ir.stmt import Allocate, Block, BlockRealize, For, IfThenElse, SeqStmt, Stmt, seq
+
+
+def program_tree(root: Stmt) -> ProgramTree:
+    """The ``ProgramTree`` of ``root``, made once and kept on it: a tree never changes,
+    and the search for the loops a block can move to asks one for every loop."""
+    return memoized(root, "_tensortune_program_tree", lambda: ProgramTree(root))
 
 
 class ProgramTree:
     """Program-order facts about a function body: each statement's preorder span
     (a subtree is a contiguous span, so "inside" and "before" are comparisons),
-    parents, and which blocks read and write which buffers."""
+    parents, and which blocks read and write which buffers. Read-only once made."""
 
     def __init__(self, root: Stmt) -> None:
         self.root = root
