@@ -101,7 +101,7 @@ def visit_statements(root: Node, fn: Callable[[Node], bool | None]) -> None:
     while stack:
         node = stack.pop()
         if fn(node) is not False:
-            stack.extend(reversed(_statements_in(node)))
+            stack.extend(reversed(statement_children(node)))
 
 
 def find_loop(root: Node, loop_var: Var) -> For | None:
@@ -159,18 +159,19 @@ def _index_statements(root: Node) -> _StatementIndex:
             index.loops.setdefault(id(node.loop_var), node)
         elif isinstance(node, BlockRealize):
             index.realizes.setdefault(node.block.name, node)
-        statements = _statements_in(node)
+        statements = statement_children(node)
         for child in statements:
             index.parents.setdefault(id(child), node)
         stack.extend(reversed(statements))
     return index
 
 
-def _statements_in(node: Node) -> tuple[Stmt, ...]:
-    """The statements directly under ``node``, in field order. The statement kinds that
-    make up a scheduled tree say where theirs are, so the index walks neither the
-    buffers, ranges and iteration variables beside them nor their expressions (a
-    schedule indexes every new program it makes, and most of a program is those)."""
+def statement_children(node: Node) -> tuple[Stmt, ...]:
+    """The statements directly under ``node``, in program order (a block's init before
+    its body). The statement kinds that make up a scheduled tree say where theirs are,
+    so a walk over them touches neither the buffers, ranges and iteration variables
+    beside them nor their expressions (a schedule indexes every new program it makes,
+    and most of a program is those)."""
     if isinstance(node, (For, Allocate)):
         return (node.body,)
     if isinstance(node, BlockRealize):
@@ -180,7 +181,7 @@ def _statements_in(node: Node) -> tuple[Stmt, ...]:
     if isinstance(node, (BufferStore, Evaluate, Barrier)):
         return ()
     if isinstance(node, Block):
-        return (node.body,) if node.init is None else (node.body, node.init)
+        return (node.body,) if node.init is None else (node.init, node.body)
     if isinstance(node, IfThenElse):
         return (node.then_case,) if node.else_case is None else (node.then_case, node.else_case)
     return tuple(child for child in children(node) if isinstance(child, Stmt))

@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Callable
 
 from compiler.ir import expr as E
-from compiler.ir.analysis import block_accesses, substitute
+from compiler.ir.analysis import block_accesses, statement_children, substitute
 from compiler.ir.buffer import Buffer
 from compiler.ir.expr import PrimExpr, Range, Var
 from compiler.ir.node import Node, memoized
@@ -47,7 +47,7 @@ class ProgramTree:
             self.realizes.append(node)
         elif isinstance(node, For):
             self.for_loops.append(node)
-        for child in _stmt_children(node):
+        for child in statement_children(node):
             self.parents[id(child)] = node
             self._walk(child)
         self.spans[id(node)] = (start, self.counter)
@@ -151,20 +151,6 @@ class ProgramTree:
         result = rebuild(self.root)
         assert result is not None
         return result
-
-
-def _stmt_children(node: Stmt) -> list[Stmt]:
-    if isinstance(node, SeqStmt):
-        return list(node.seq)
-    if isinstance(node, (For, Allocate)):
-        return [node.body]
-    if isinstance(node, BlockRealize):
-        return [node.block]
-    if isinstance(node, Block):
-        return [s for s in (node.init, node.body) if s is not None]
-    if isinstance(node, IfThenElse):
-        return [s for s in (node.then_case, node.else_case) if s is not None]
-    return []
 
 
 def _rebuild_stmt(node: Stmt, rebuild: Callable[[Stmt], Stmt | None]) -> Stmt | None:
