@@ -1,13 +1,19 @@
 """Tuning a whole model: one trial budget shared by its tasks in rounds.
 
 Each round gives one task (chosen by a task scheduler, ``tuner.scheduler``) a batch
-of trials with the single-workload loop (``tuner.tune.tune``), which resumes from the
+of trials with the single-workload loop (``tuner.tune.start_tuning``), which resumes from the
 task's stored records. So the model's tuning resumes like a single task's: run it
 again with the same budget and it goes on from what the database holds. A task's
 rounds are handed its siblings, the tasks whose spaces share its points (one
 operator under another epilogue, ``Space.shares_points_with``), whose records its
 search learns from first. The model's estimated latency is the sum over tasks of
 weight times best time.
+
+While a round's batch builds, the next round's search runs (``TuningRun.build_ahead``):
+otherwise the builders wait for the search, which takes one core. That next round's
+task is picked before the round in flight has its times, and is never the task of
+that round, whose search has yet to learn them. The runs wait for the builds and the
+search alike, so no timing shares the machine.
 """
 
 from __future__ import annotations
@@ -20,9 +26,10 @@ from db import Database
 from tuner import scheduler
 from tuner.model_retime import finalists, retime_finalists
 from tuner.model_tasks import ModelTask, tuned_tasks
-from tuner.scheduler import TaskState, stop_reason
+from tuner.scheduler import TaskScheduler, TaskState, stop_reason
+from tuner.space import Space
 from tuner.space_choice import choose_space
-from tuner.tune import TuneOptions, search_records, tune
+from tuner.tune import TuneOptions, TuningRun, search_records, start_tuning
 from workers import Workers
 
 # Trials of a round, unless the options say otherwise: one batch of the single-task loop.
@@ -137,28 +144,15 @@ def tune_model(
     spaces = [
         choose_space("auto", t.task.func, target=t.task.target, seed=options.seed) for t in chosen
     ]
-    siblings = [
-        [other for other in spaces if other is not space and space.shares_points_with(other)]
-        for space in spaces
-    ]
-    size = options.round_size(len(chosen))
-    rounds = 0
-    while (left := options.trials - sum(state.trials for state in states)) > 0:
-        k = pick.next_round(states)
-        if k is None:
-            break
-        asked = states[k].trials + min(size, left)
-        result = tune(
-            chosen[k].task,
-            database=database,
-            workers=workers,
-            options=_round_options(options, asked, size),
-            space=spaces[k],
-            should_stop=should_stop,
-            job_id=job_id,
-            siblings=siblings[k],
-        )
-        rounds += 1
+    rounds = _Rounds(chosen, spaces, options, pick, database, workers, should_stop, job_id)
+    rounds_done = 0
+    ahead: _Round | None = None
+    while (current := ahead or rounds.start(states)) is not None:
+        current.run.build_ahead()
+        ahead = rounds.start(states, busy=current)
+        result = current.run.finish()
+        rounds_done += 1
+        k = current.task
         done = result.restored + result.measured
         history = _with_best(states[k].history, done, database, chosen[k])
         states[k] = replace(
@@ -167,12 +161,12 @@ def tune_model(
             history=history,
             stopped=stop_reason(result.stop_reason, history, options.stall_rounds),
         )
-        progress = _result(chosen, states, rounds, start)
+        progress = _result(chosen, states, rounds_done, start)
         if on_round is not None:
             on_round(progress)
         if result.stop_reason in ("interrupted", "cancelled"):
             return progress
-    if rounds and options.retime_top:
+    if rounds_done and options.retime_top:
         chosen_finalists = finalists(chosen, database, options.retime_top)
         if on_retime is not None:
             on_retime(len(chosen_finalists))
@@ -187,8 +181,74 @@ def tune_model(
             replace(state, history=_with_best(state.history, state.trials, database, task))
             for state, task in zip(states, chosen, strict=True)
         ]
-        return replace(_result(chosen, states, rounds, start), retimed=retimed)
-    return _result(chosen, states, rounds, start)
+        return replace(_result(chosen, states, rounds_done, start), retimed=retimed)
+    return _result(chosen, states, rounds_done, start)
+
+
+@dataclass(frozen=True)
+class _Round:
+    """A round started: the task's index, the trials it may add, its run."""
+
+    task: int
+    trials: int
+    run: TuningRun
+
+
+class _Rounds:
+    """Starts the rounds of one model's tuning (``start``)."""
+
+    def __init__(
+        self,
+        tasks: Sequence[ModelTask],
+        spaces: Sequence[Space],
+        options: ModelTuneOptions,
+        pick: TaskScheduler,
+        database: Database,
+        workers: Workers,
+        should_stop: Callable[[], bool] | None,
+        job_id: int | None,
+    ) -> None:
+        self.tasks = tasks
+        self.spaces = spaces
+        self.siblings = [
+            [other for other in spaces if other is not space and space.shares_points_with(other)]
+            for space in spaces
+        ]
+        self.options = options
+        self.size = options.round_size(len(tasks))
+        self.pick = pick
+        self.database = database
+        self.workers = workers
+        self.should_stop = should_stop
+        self.job_id = job_id
+
+    def start(self, states: Sequence[TaskState], busy: _Round | None = None) -> _Round | None:
+        """The next round, searched up to its batch (``start_tuning``): of the task the
+        scheduler picks, while trials are left. ``busy``: a round whose batch is
+        building meanwhile (``TuningRun.build_ahead``); its trials are spoken for, and
+        its task is not picked, since its search has yet to learn that batch's times."""
+        left = self.options.trials - sum(state.trials for state in states)
+        if busy is not None:
+            left -= busy.trials
+            states = [
+                replace(state, stopped="its batch is being measured") if k == busy.task else state
+                for k, state in enumerate(states)
+            ]
+        k = self.pick.next_round(states) if left > 0 else None
+        if k is None:
+            return None
+        trials = min(self.size, left)
+        run = start_tuning(
+            self.tasks[k].task,
+            database=self.database,
+            workers=self.workers,
+            options=_round_options(self.options, states[k].trials + trials, self.size),
+            space=self.spaces[k],
+            should_stop=self.should_stop,
+            job_id=self.job_id,
+            siblings=self.siblings[k],
+        )
+        return _Round(k, trials, run)
 
 
 def _round_options(options: ModelTuneOptions, trials: int, size: int) -> TuneOptions:

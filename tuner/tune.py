@@ -196,6 +196,33 @@ def tune(
     transfer, the search learns first from the records of the workloads of
     ``siblings`` (other spaces, as a model's tasks whose spaces share this one's
     points), then from those of other similar workloads."""
+    return start_tuning(
+        task,
+        database=database,
+        workers=workers,
+        options=options,
+        progress=progress,
+        space=space,
+        should_stop=should_stop,
+        job_id=job_id,
+        siblings=siblings,
+    ).finish()
+
+
+def start_tuning(
+    task: TuneTask,
+    *,
+    database: Database,
+    workers: Workers,
+    options: TuneOptions | None = None,
+    progress: Progress | None = None,
+    space: spaces.Space | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    job_id: int | None = None,
+    siblings: Sequence[spaces.Space] = (),
+) -> TuningRun:
+    """``tune``'s first half (the same arguments): everything up to the search's first
+    batch, measuring nothing. ``TuningRun.finish`` measures and goes on."""
     options = options or TuneOptions()
     start = time.monotonic()
     space = space or spaces.space_for(task.func, target=task.target, template=options.template)
@@ -210,55 +237,102 @@ def tune(
     lost = _lost_candidates(task, stored)
     stored = [r for r in stored if r.error_kind is not ErrorKind.HOST_LOST]
     loop = _Loop(task, database, workers, progress, should_stop, job_id)
+    run = TuningRun(task, options, space, loop, start)
     baseline = default_candidate(task) if options.baseline else None
-    restored = _restored_count(space, stored)
+    run.restored = _restored_count(space, stored)
     if baseline is not None and baseline.trace_hash in {r.trace_hash for r in stored}:
-        restored += 1
+        run.restored += 1
         baseline = None
     if baseline is not None:
         lost = [c for c in lost if c.trace_hash != baseline.trace_hash]
-    remaining = options.trials - restored
-    reason = "budget"
-    transferred = similar = 0
+    remaining = options.trials - run.restored
+    if remaining <= 0:
+        return run
+    loop.restored = run.restored
+    loop.known = {r.trace_hash: MeasureResult(r.seconds, r.error, r.error_kind) for r in stored}
+    loop.best_seconds = min((r.seconds for r in stored if r.seconds), default=None)
+    if baseline is not None:
+        run.baseline = baseline
+        remaining -= 1
+    run.lost = lost[: max(remaining, 0)]
+    remaining -= len(run.lost)
     if remaining > 0:
-        loop.restored = restored
-        loop.known = {r.trace_hash: MeasureResult(r.seconds, r.error, r.error_kind) for r in stored}
-        loop.best_seconds = min((r.seconds for r in stored if r.seconds), default=None)
-        if baseline is not None:
-            loop.measure([baseline])
-            remaining -= 1
-        again = lost[: max(remaining, 0)]
-        if again:
-            loop.measure(again)
-            remaining -= len(again)
-    if remaining > 0:
-        strategy, transferred, similar = loop.timed(
+        run.strategy, run.transferred, run.similar = loop.timed(
             lambda: _strategy(task, space, database, stored, remaining, options, siblings)
         )
-        reason = loop.run(strategy)
-    if progress is not None:
-        progress.finish()
-    if reason in ("interrupted", "cancelled") or options.retime_top == 0:
-        best = _unretimed_best(task, database, options)
-    else:
-        best, reason = _retime(task, database, workers, options, reason, job_id)
-    return TuneResult(
-        task=task,
-        space=space.name,
-        space_size=space.size if isinstance(space, spaces.EnumerableSpace) else None,
-        measured=loop.measured,
-        restored=restored,
-        errors=loop.errors,
-        stop_reason=reason,
-        wall_seconds=time.monotonic() - start,
-        curve=tuple(loop.curve),
-        search_seconds=loop.search_seconds,
-        best=best,
-        transferred=transferred,
-        similar=similar,
-        failures=group_failures(loop.failed),
-        confirmed=loop.confirmed,
-    )
+        try:
+            run.batch = loop.timed(run.strategy.generate_measure_candidates)
+        except KeyboardInterrupt:
+            run.reason = "interrupted"
+    return run
+
+
+class TuningRun:
+    """A ``tune`` started by ``start_tuning``: what it measures first (the default
+    schedule, the traces lost with their host) and the search's first batch, not yet
+    measured. ``build_ahead`` starts their builds, so that the caller can search for
+    another task meanwhile (a model's tuning does); ``finish`` measures them, goes on
+    until the search stops, and returns the result."""
+
+    def __init__(
+        self, task: TuneTask, options: TuneOptions, space: spaces.Space, loop: _Loop, start: float
+    ) -> None:
+        self.task = task
+        self.options = options
+        self.space = space
+        self.loop = loop
+        self.start = start
+        self.restored = 0
+        self.baseline: TraceCandidate | None = None
+        self.lost: list[TraceCandidate] = []
+        self.strategy: SearchStrategy | None = None
+        self.batch: list[TraceCandidate] | None = None
+        self.transferred = 0
+        self.similar = 0
+        self.reason = "budget"
+
+    def build_ahead(self) -> None:
+        """Start building, in the background, what ``finish`` measures first."""
+        first = [self.baseline] if self.baseline is not None else []
+        traces = [*first, *self.lost, *(self.batch or [])]
+        if traces and self.reason != "interrupted":
+            self.loop.workers.build_ahead(self.loop.candidates(traces))
+
+    def finish(self) -> TuneResult:
+        """Measure, search on until the search stops, re-time, and return the result."""
+        loop, task, options = self.loop, self.task, self.options
+        reason = self.reason
+        if reason != "interrupted":
+            if self.baseline is not None:
+                loop.measure([self.baseline])
+            if self.lost:
+                loop.measure(self.lost)
+            if self.strategy is not None:
+                reason = loop.run(self.strategy, self.batch)
+        if loop.progress is not None:
+            loop.progress.finish()
+        if reason in ("interrupted", "cancelled") or options.retime_top == 0:
+            best = _unretimed_best(task, loop.database, options)
+        else:
+            best, reason = _retime(task, loop.database, loop.workers, options, reason, loop.job_id)
+        space = self.space
+        return TuneResult(
+            task=task,
+            space=space.name,
+            space_size=space.size if isinstance(space, spaces.EnumerableSpace) else None,
+            measured=loop.measured,
+            restored=self.restored,
+            errors=loop.errors,
+            stop_reason=reason,
+            wall_seconds=time.monotonic() - self.start,
+            curve=tuple(loop.curve),
+            search_seconds=loop.search_seconds,
+            best=best,
+            transferred=self.transferred,
+            similar=self.similar,
+            failures=group_failures(loop.failed),
+            confirmed=loop.confirmed,
+        )
 
 
 def default_candidate(task: TuneTask) -> TraceCandidate | None:
@@ -355,15 +429,17 @@ class _Loop:
         self.curve: list[float] = []
         self.search_seconds = 0.0
 
-    def run(self, strategy: SearchStrategy) -> str:
-        """Run until the strategy stops; returns why it stopped."""
+    def run(self, strategy: SearchStrategy, batch: list[TraceCandidate] | None) -> str:
+        """Measure ``batch``, the strategy's first, and go on until the strategy stops;
+        returns why it stopped."""
         try:
-            while (batch := self.timed(strategy.generate_measure_candidates)) is not None:
+            while batch is not None:
                 results = self.measure(batch)
                 self.timed(partial(strategy.notify_runner_results, batch, results))
                 self.confirm(strategy)
                 if self.should_stop is not None and self.should_stop():
                     return "cancelled"
+                batch = self.timed(strategy.generate_measure_candidates)
         except KeyboardInterrupt:
             return "interrupted"
         if strategy.trials >= strategy.max_trials:
@@ -408,13 +484,18 @@ class _Loop:
         self.confirmed += len(runs)
         self.timed(partial(strategy.notify_confirmations, again, runs))
 
-    def _run(self, traces: Sequence[TraceCandidate]) -> list[RunResult]:
-        """Measure ``traces`` with the cutoff of the best so far; commit their records."""
+    def candidates(self, traces: Sequence[TraceCandidate]) -> list[Candidate]:
+        """The traces as the workers' candidates, cut at ``CUTOFF_FACTOR`` times the best
+        so far."""
         cutoff = None if self.best_seconds is None else CUTOFF_FACTOR * self.best_seconds
-        candidates = [
+        return [
             Candidate(self.workload, t.trace_json, self.task.target, self.task.spec, cutoff)
             for t in traces
         ]
+
+    def _run(self, traces: Sequence[TraceCandidate]) -> list[RunResult]:
+        """Measure ``traces`` with the cutoff of the best so far; commit their records."""
+        candidates = self.candidates(traces)
         runs = self.workers.measure(candidates) if candidates else []
         key = self.task.workload_key
         self.database.commit_records(

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from compiler.errors import ErrorKind
+from workers.build_ahead import BuildsAhead
 from workers.build_cache import BuildCache
 
 if TYPE_CHECKING:
@@ -405,11 +406,32 @@ class Workers:
     kept_builds: BuildCache = field(
         init=False, default_factory=BuildCache, repr=False, compare=False
     )
+    # The batch building in the background while the tuner searches (``build_ahead``).
+    builds_ahead: BuildsAhead = field(
+        init=False, default_factory=BuildsAhead, repr=False, compare=False
+    )
+
+    def build_ahead(self, candidates: Sequence[Candidate]) -> None:
+        """Start building the candidates in the background and return at once, so that
+        the caller can search meanwhile; the next ``build`` or ``measure`` waits for
+        them and takes their builds."""
+        self.builds_ahead.start(self._build, candidates)
 
     def build(self, candidates: Sequence[Candidate]) -> list[BuildResult]:
-        """Build the candidates, or take the builds kept of them (``BuildCache``): a
-        search confirms its fastest trials by measuring them a second time, soon
-        after, and a model's tuning re-times its finalists."""
+        """Build the candidates, or take their builds made ahead (``build_ahead``) or
+        kept (``BuildCache``): a search confirms its fastest trials by measuring them a
+        second time, soon after, and a model's tuning re-times its finalists."""
+        self.builds_ahead.wait()
+        builds = {
+            k: build
+            for k, candidate in enumerate(candidates)
+            if (build := self.builds_ahead.take(candidate)) is not None
+        }
+        rest = [k for k in range(len(candidates)) if k not in builds]
+        builds.update(zip(rest, self._build([candidates[k] for k in rest]), strict=True))
+        return [builds[k] for k in range(len(candidates))]
+
+    def _build(self, candidates: Sequence[Candidate]) -> list[BuildResult]:
         builds: dict[int, BuildResult] = {}
         for k, candidate in enumerate(candidates):
             kept = self.kept_builds.get(candidate)
@@ -427,6 +449,12 @@ class Workers:
         return self.runner.run(self.build(candidates))
 
     def close(self) -> None:
+        try:
+            self.builds_ahead.wait()
+        finally:
+            self._close()
+
+    def _close(self) -> None:
         try:
             self.builder.close()
             self.runner.close()

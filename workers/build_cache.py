@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # workers.base holds the cache in its Workers
 
 KEPT_BUILD_BYTES = 64 << 20
 
-_Key = tuple[str, str, str]
+BuildKey = tuple[str, str, str]
 
 
 class BuildCache:
@@ -29,14 +29,14 @@ class BuildCache:
 
     def __init__(self, max_bytes: int = KEPT_BUILD_BYTES) -> None:
         self.max_bytes = max_bytes
-        self._builds: OrderedDict[_Key, BuildResult] = OrderedDict()
+        self._builds: OrderedDict[BuildKey, BuildResult] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
 
     def get(self, candidate: Candidate) -> BuildResult | None:
         """The kept build of what ``candidate`` is built from, as ``candidate``'s and
         taking no build time; None when none is kept."""
-        key = _key(candidate)
+        key = build_key(candidate)
         with self._lock:
             kept = self._builds.get(key)
             if kept is None:
@@ -48,7 +48,7 @@ class BuildCache:
         """Keep ``build`` when it succeeded."""
         if build.artifact is None:
             return
-        key = _key(build.candidate)
+        key = build_key(build.candidate)
         with self._lock:
             old = self._builds.pop(key, None)
             if old is not None:
@@ -63,7 +63,7 @@ class BuildCache:
         return len(self._builds)
 
 
-def _key(candidate: Candidate) -> _Key:
+def build_key(candidate: Candidate) -> BuildKey:
     """What a build depends on: the workload (and spec), the trace and the target."""
     return (candidate.reference_key, candidate.trace, candidate.target)
 

@@ -3,21 +3,27 @@ workers and SQLite, resumption, and the tuned model against onnxruntime."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
 import numpy as np
 import onnxruntime
 import pytest
+import timeline_workers
 from onnx_models import mlp, repeated_blocks, resnet_block, transformer_layer
+from quick_measure import QUICK
 
+import workers
 from compiler.graph import GraphModule, import_onnx
 from compiler.graph.executor import build_graph_cuda
 from compiler.runtime.cuda_driver import cuda_available
 from db import Purpose
+from tuner import model_tune
 from tuner.model_tasks import extract_tasks
 from tuner.model_tune import ModelTuneOptions, ModelTuneResult, TaskProgress, tune_model
 from tuner.scheduler import TaskState
+from tuner.tune import start_tuning
 
 
 def onnxruntime_outputs(model, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
@@ -99,6 +105,43 @@ def test_a_budget_is_shared_by_the_tasks_resumed_and_the_tuned_model_is_right(
     tuned_outputs = GraphModule(graph, database=database).run(**inputs).values()
     for ours, theirs in zip(tuned_outputs, onnxruntime_outputs(model, inputs), strict=True):
         np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-5)
+
+
+def test_the_next_round_searches_while_a_batch_builds_and_no_run_meets_either(
+    rng, database, tmp_path, monkeypatch
+) -> None:
+    """While a round's batch builds, the next round's search runs; every timing waits
+    for both."""
+    path = tmp_path / "timeline"
+    monkeypatch.setenv(timeline_workers.TIMELINE_ENV, str(path))
+    folders = [timeline_workers.TESTS_FOLDER, os.environ.get("PYTHONPATH", "")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(folders))
+
+    def logged_start(*args, **kwargs):
+        timeline_workers.log("search", "start")
+        try:
+            return start_tuning(*args, **kwargs)
+        finally:
+            timeline_workers.log("search", "end")
+
+    monkeypatch.setattr(model_tune, "start_tuning", logged_start)
+    tasks = extract_tasks(import_onnx(mlp(rng)))
+    options = ModelTuneOptions(trials=24, round_trials=4, tuner="random", retime_top=0)
+    with workers.create(
+        "local",
+        config=QUICK,
+        build_function=timeline_workers.BUILD_FUNCTION,
+        measurer=timeline_workers.MEASURER,
+    ) as backend:
+        result = tune_model(tasks, database=database, workers=backend, options=options)
+    assert result.trials == 24
+    steps = timeline_workers.intervals(path)
+    builds, runs, searches = (
+        [s for s in steps if s.step == kind] for kind in ("build", "run", "search")
+    )
+    assert len(builds) == len(runs) == 24  # each trial built once
+    assert not any(run.overlaps(other) for run in runs for other in builds + searches)
+    assert any(search.overlaps(build) for search in searches for build in builds)
 
 
 def test_stalled_tasks_spend_what_is_left_of_the_budget(rng, database, backend) -> None:

@@ -129,15 +129,15 @@ def test_a_models_tuning_hands_each_task_its_siblings(rng, database, backend, mo
     tasks = [t for t in extract_tasks(import_onnx(two_dense_layers(rng))) if t.worth_tuning]
     assert len(tasks) == 2
     given: dict[str, list[str]] = {}
-    real_tune = model_tune.tune
+    real_start = model_tune.start_tuning
 
-    def tune_noting_siblings(task: TuneTask, **options: object):
+    def start_noting_siblings(task: TuneTask, **options: object):
         siblings = options["siblings"]
         assert isinstance(siblings, list)
         given[task.workload_key] = [space.workload_key for space in siblings]
-        return real_tune(task, **options)
+        return real_start(task, **options)
 
-    monkeypatch.setattr(model_tune, "tune", tune_noting_siblings)
+    monkeypatch.setattr(model_tune, "start_tuning", start_noting_siblings)
     options = ModelTuneOptions(trials=8, round_trials=4, retime_top=0)
     tune_model(tasks, database=database, workers=backend, options=options)
     first, second = (t.task.workload_key for t in tasks)
