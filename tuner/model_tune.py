@@ -1,10 +1,10 @@
 """Tuning a whole model: one trial budget shared by its tasks in rounds.
 
 Each round gives one task (chosen by a task scheduler, ``tuner.scheduler``) a batch
-of trials with the single-workload loop (``tuner.tune.start_tuning``), which resumes from the
-task's stored records. So the model's tuning resumes like a single task's: run it
-again with the same budget and it goes on from what the database holds. A task's
-rounds are handed its siblings, the tasks whose spaces share its points (one
+of trials with the single-workload loop (``tuner.tune.start_tuning``), which resumes
+from the task's stored records. So the model's tuning resumes like a single task's:
+run it again with the same budget and it goes on from what the database holds. A
+task's rounds are handed its siblings, the tasks whose spaces share its points (one
 operator under another epilogue, ``Space.shares_points_with``), whose records its
 search learns from first. The model's estimated latency is the sum over tasks of
 weight times best time.
@@ -13,7 +13,8 @@ While a round's batch builds, the next round's search runs (``TuningRun.build_ah
 otherwise the builders wait for the search, which takes one core. That next round's
 task is picked before the round in flight has its times, and is never the task of
 that round, whose search has yet to learn them. The runs wait for the builds and the
-search alike, so no timing shares the machine.
+search alike, so no timing shares the machine. A task's space is made by its first
+round's search, so that too runs beside the builds.
 """
 
 from __future__ import annotations
@@ -141,10 +142,10 @@ def tune_model(
     chosen = tuned_tasks(tasks)
     pick = scheduler.create(options.scheduler)
     states = [_stored_state(database, task) for task in chosen]
-    spaces = [
-        choose_space("auto", t.task.func, target=t.task.target, seed=options.seed) for t in chosen
-    ]
-    rounds = _Rounds(chosen, spaces, options, pick, database, workers, should_stop, job_id)
+    rounds = _Rounds(chosen, options, pick, database, workers, should_stop, job_id)
+    for k, state in enumerate(states):
+        if state.trials:  # stored records, which its siblings learn from
+            rounds.space(k)
     rounds_done = 0
     ahead: _Round | None = None
     while (current := ahead or rounds.start(states)) is not None:
@@ -200,7 +201,6 @@ class _Rounds:
     def __init__(
         self,
         tasks: Sequence[ModelTask],
-        spaces: Sequence[Space],
         options: ModelTuneOptions,
         pick: TaskScheduler,
         database: Database,
@@ -209,11 +209,6 @@ class _Rounds:
         job_id: int | None,
     ) -> None:
         self.tasks = tasks
-        self.spaces = spaces
-        self.siblings = [
-            [other for other in spaces if other is not space and space.shares_points_with(other)]
-            for space in spaces
-        ]
         self.options = options
         self.size = options.round_size(len(tasks))
         self.pick = pick
@@ -221,6 +216,29 @@ class _Rounds:
         self.workers = workers
         self.should_stop = should_stop
         self.job_id = job_id
+        self._spaces: dict[int, Space] = {}
+        self._siblings: dict[int, list[int]] = {}
+
+    def space(self, k: int) -> Space:
+        """Task ``k``'s space, made when first asked for: a round's search makes it while
+        the round before builds (ResNet-18's 32 spaces take about 20 s to make)."""
+        made = self._spaces.get(k)
+        if made is None:
+            task = self.tasks[k].task
+            made = choose_space("auto", task.func, target=task.target, seed=self.options.seed)
+            self._siblings[k] = []
+            for j, other in self._spaces.items():
+                if made.shares_points_with(other):
+                    self._siblings[k].append(j)
+                    self._siblings[j].append(k)
+            self._spaces[k] = made
+        return made
+
+    def siblings(self, k: int) -> list[Space]:
+        """The spaces made so far that share task ``k``'s points, in task order. A task
+        whose space is not made yet had no round, so it has no records to learn from."""
+        self.space(k)
+        return [self._spaces[j] for j in sorted(self._siblings[k])]
 
     def start(self, states: Sequence[TaskState], busy: _Round | None = None) -> _Round | None:
         """The next round, searched up to its batch (``start_tuning``): of the task the
@@ -243,10 +261,10 @@ class _Rounds:
             database=self.database,
             workers=self.workers,
             options=_round_options(self.options, states[k].trials + trials, self.size),
-            space=self.spaces[k],
+            space=self.space(k),
             should_stop=self.should_stop,
             job_id=self.job_id,
-            siblings=self.siblings[k],
+            siblings=self.siblings(k),
         )
         return _Round(k, trials, run)
 
