@@ -47,6 +47,8 @@ _PURE_OPCODES = frozenset(
 _FLOAT_CMP = {E.EQ: "oeq", E.NE: "une", E.LT: "olt", E.LE: "ole", E.GT: "ogt", E.GE: "oge"}
 # Instructions that may write memory: the values known to be in memory are forgotten.
 _WRITING_OPCODES = frozenset({"store", "call", "atomicrmw", "cmpxchg", "fence"})
+# An expression's node id, whether it is index math, and the values of its variables.
+_PureKey = tuple[int, bool, tuple[str | None, ...]]
 # -0.0, the one float that adding changes nothing (x + -0.0 is x for every x, +0.0,
 # -0.0 and NaN included): how a Winograd transform's zero coefficients arrive.
 _NEGATIVE_ZEROS = frozenset(float_literal(-0.0, dtype) for dtype in ("float16", "float32"))
@@ -83,11 +85,15 @@ class ExprEmitter:
         self._memory: dict[tuple[str, str], str] = {}
         # The access groups of the parallel-annotated loops around the current point.
         self.access_groups: list[str] = []
-        # Selects that folded to a constant, by node and the values of its variables
-        # (``_select``); each entry holds its node, so that its id is not reused.
-        self._folded: dict[tuple[int, bool, tuple[str | None, ...]], tuple[E.Select, str]] = {}
-        # Each select's variables (None when it reads memory, so it is never folded).
-        self._select_vars: dict[int, tuple[E.Select, tuple[int, ...] | None]] = {}
+        # Selects that folded to a constant, by ``_pure_key`` (``_select``); each entry
+        # holds its node, so that its id is not reused.
+        self._folded: dict[_PureKey, tuple[E.Select, str]] = {}
+        # The offsets of the accesses emitted in the current basic block, by
+        # ``_pure_key`` of their index (``address``): in an unrolled loop most accesses
+        # repeat an offset of another copy, such as an accumulator's load and store.
+        self._offsets: dict[_PureKey, tuple[PrimExpr, str]] = {}
+        # Each expression's variables, for ``_pure_key`` (None when it reads memory).
+        self._pure_vars: dict[int, tuple[PrimExpr, tuple[int, ...] | None]] = {}
 
     # instruction plumbing -----------------------------------------------------
 
@@ -131,6 +137,7 @@ class ExprEmitter:
         self.current_label = label
         self._values = {}
         self._memory = {}
+        self._offsets = {}
 
     def branch(self, label: str, metadata: str = "") -> None:
         suffix = f", !llvm.loop {metadata}" if metadata else ""
@@ -289,7 +296,7 @@ class ExprEmitter:
         Winograd coefficient chosen by a chain of selects (``topi.nn.winograd``): each
         such constant is found once per value of its variables, not walked down the
         chain again in every unrolled copy."""
-        key = self._fold_key(e, index)
+        key = self._pure_key(e, index)
         if key is not None:
             known = self._folded.get(key)
             if known is not None:
@@ -300,15 +307,13 @@ class ExprEmitter:
             self._folded[key] = (e, value)
         return value
 
-    def _fold_key(
-        self, e: E.Select, index: bool
-    ) -> tuple[int, bool, tuple[str | None, ...]] | None:
-        """What ``e``'s value depends on when it folds: the node and the values of its
-        variables here. None for a select that reads memory, whose value does not."""
-        known = self._select_vars.get(id(e))
+    def _pure_key(self, e: PrimExpr, index: bool) -> _PureKey | None:
+        """What ``e``'s emitted value depends on: the node and the values of its
+        variables here. None for an expression that reads memory, whose value does not."""
+        known = self._pure_vars.get(id(e))
         if known is None:
             variables = None if _has_load(e) else tuple(var_ids(e))
-            known = self._select_vars[id(e)] = (e, variables)
+            known = self._pure_vars[id(e)] = (e, variables)
         variables = known[1]
         if variables is None:
             return None
@@ -491,9 +496,20 @@ class ExprEmitter:
                 f"buffer {buffer.name!r} is used in {self.name!r} but is neither a parameter "
                 "nor allocated"
             )
-        offset = self.typed(indices[0], "int64", index=True)
+        offset = self._offset(indices[0])
         ty = storage_type(buffer.dtype)
         return self.assign(f"getelementptr inbounds {ty}, ptr {base}, {self.index_type} {offset}")
+
+    def _offset(self, index: PrimExpr) -> str:
+        """``index`` as an int64 offset, emitted once per basic block and values of its
+        variables (see ``_offsets``)."""
+        key = self._pure_key(index, True)
+        if key is None:
+            return self.typed(index, "int64", index=True)
+        known = self._offsets.get(key)
+        if known is None:
+            known = self._offsets[key] = (index, self.typed(index, "int64", index=True))
+        return known[1]
 
 
 def _int_value(literal: str) -> int | None:
