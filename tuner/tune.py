@@ -237,18 +237,17 @@ def start_tuning(
     lost = _lost_candidates(task, stored)
     stored = [r for r in stored if r.error_kind is not ErrorKind.HOST_LOST]
     loop = _Loop(task, database, workers, progress, should_stop, job_id)
-    run = TuningRun(task, options, space, loop, start)
+    run = TuningRun(options, space, loop, start)
     baseline = default_candidate(task) if options.baseline else None
-    run.restored = _restored_count(space, stored)
+    loop.restored = _restored_count(space, stored)
     if baseline is not None and baseline.trace_hash in {r.trace_hash for r in stored}:
-        run.restored += 1
+        loop.restored += 1
         baseline = None
     if baseline is not None:
         lost = [c for c in lost if c.trace_hash != baseline.trace_hash]
-    remaining = options.trials - run.restored
+    remaining = options.trials - loop.restored
     if remaining <= 0:
         return run
-    loop.restored = run.restored
     loop.known = {r.trace_hash: MeasureResult(r.seconds, r.error, r.error_kind) for r in stored}
     loop.best_seconds = min((r.seconds for r in stored if r.seconds), default=None)
     if baseline is not None:
@@ -275,14 +274,12 @@ class TuningRun:
     until the search stops, and returns the result."""
 
     def __init__(
-        self, task: TuneTask, options: TuneOptions, space: spaces.Space, loop: _Loop, start: float
+        self, options: TuneOptions, space: spaces.Space, loop: _Loop, start: float
     ) -> None:
-        self.task = task
         self.options = options
         self.space = space
         self.loop = loop
         self.start = start
-        self.restored = 0
         self.baseline: TraceCandidate | None = None
         self.lost: list[TraceCandidate] = []
         self.strategy: SearchStrategy | None = None
@@ -300,7 +297,7 @@ class TuningRun:
 
     def finish(self) -> TuneResult:
         """Measure, search on until the search stops, re-time, and return the result."""
-        loop, task, options = self.loop, self.task, self.options
+        loop, task, options = self.loop, self.loop.task, self.options
         reason = self.reason
         if reason != "interrupted":
             if self.baseline is not None:
@@ -321,7 +318,7 @@ class TuningRun:
             space=space.name,
             space_size=space.size if isinstance(space, spaces.EnumerableSpace) else None,
             measured=loop.measured,
-            restored=self.restored,
+            restored=loop.restored,
             errors=loop.errors,
             stop_reason=reason,
             wall_seconds=time.monotonic() - self.start,

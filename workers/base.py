@@ -422,21 +422,20 @@ class Workers:
         kept (``BuildCache``): a search confirms its fastest trials by measuring them a
         second time, soon after, and a model's tuning re-times its finalists."""
         self.builds_ahead.wait()
-        builds = {
-            k: build
-            for k, candidate in enumerate(candidates)
-            if (build := self.builds_ahead.take(candidate)) is not None
-        }
-        rest = [k for k in range(len(candidates)) if k not in builds]
-        builds.update(zip(rest, self._build([candidates[k] for k in rest]), strict=True))
-        return [builds[k] for k in range(len(candidates))]
+        return self._build(candidates, take_ahead=True)
 
-    def _build(self, candidates: Sequence[Candidate]) -> list[BuildResult]:
+    def _build(
+        self, candidates: Sequence[Candidate], *, take_ahead: bool = False
+    ) -> list[BuildResult]:
+        """The candidates' builds: made ahead (when ``take_ahead``; not in the thread
+        that builds ahead), kept, or made now."""
         builds: dict[int, BuildResult] = {}
         for k, candidate in enumerate(candidates):
-            kept = self.kept_builds.get(candidate)
-            if kept is not None:
-                builds[k] = kept
+            made = self.builds_ahead.take(candidate) if take_ahead else None
+            if made is None:
+                made = self.kept_builds.get(candidate)
+            if made is not None:
+                builds[k] = made
         fresh = [k for k in range(len(candidates)) if k not in builds]
         for k, build in zip(fresh, self.builder.build([candidates[k] for k in fresh]), strict=True):
             self.kept_builds.put(build)
