@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 import math
 import os
+import resource
 import tempfile
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
 
@@ -56,6 +57,11 @@ WARM_CUT_SECONDS = 0.01
 # 30-150 times slower than its best).
 LONG_CALL_SECONDS = 0.1
 LONG_CALL_RUNS = 2
+# Untimed calls after the check, until this many in a row take no page fault: at most
+# this many, and none started past this long (see ``settle``).
+SETTLED_CALLS = 3
+SETTLE_CALLS = 20
+SETTLE_SECONDS = 0.05
 
 
 class Measurer:
@@ -128,11 +134,10 @@ class Measurer:
                 # Already past the cutoff cold: timing it warm would not make it a contender.
                 return RunResult(candidate, (check_seconds,), 1, worker_host=self.host)
             weights = [arrays[k] for k in reference.weights] if config.cold_weights else []
+            bound = function.signature.bind(arrays)
+            settle(function.raw, bound)
             loops = partial(
-                time_raw,
-                function.raw,
-                function.signature.bind(arrays),
-                before_repeat=self._before_repeat(config, weights),
+                time_raw, function.raw, bound, before_repeat=self._before_repeat(config, weights)
             )
             timing = time_in_steps(
                 loops,
@@ -164,6 +169,35 @@ class Measurer:
         if self._flush_buffer is None or self._flush_buffer.size != size:
             self._flush_buffer = np.zeros(size, dtype=np.float64)
         self._flush_buffer += 1.0
+
+
+def settle(kernel: Callable[..., None], args: Sequence[object]) -> int:
+    """Call ``kernel`` on ``args``, untimed, until ``SETTLED_CALLS`` calls in a row take
+    no page fault, at most ``SETTLE_CALLS`` times and none started after
+    ``SETTLE_SECONDS``; return how many calls it made.
+
+    A kernel allocates its large temporaries (a Winograd convolution's transformed
+    tiles) on every call and frees them on return. In a process's first calls of such a
+    kernel the C library's heap is still growing around them, and now and then a call
+    writes to pages the process has never touched: one fault per 4 KiB page. When that
+    ends depends on what the process allocated before. ResNet-18's Winograd bests on
+    ``-mcpu=znver4`` took 1,500-7,000 faults a measurement (a check call and five timed
+    ones) in one runner process, none in another, and timed up to 1.8x slower there.
+    In a model a kernel runs thousands of times, past that, so it is timed past it.
+    (``compiler.runtime.heap`` keeps the faults from coming back later.)"""
+    started = time.perf_counter()
+    quiet = 0
+    for calls in range(1, SETTLE_CALLS + 1):
+        faults = _page_faults()
+        kernel(*args)
+        quiet = quiet + 1 if _page_faults() == faults else 0
+        if quiet == SETTLED_CALLS or time.perf_counter() - started > SETTLE_SECONDS:
+            return calls
+    return SETTLE_CALLS
+
+
+def _page_faults() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def _warm_cutoff(cutoff_seconds: float | None) -> float | None:

@@ -17,6 +17,7 @@ from compiler.lower.prepack import pack_functions
 from compiler.runtime.blas_pool import check_not_forked, prepare_pool
 from compiler.runtime.export import ExportError, link_library
 from compiler.runtime.function_table import FunctionTable
+from compiler.runtime.heap import keep_temporaries_in_heap
 from compiler.runtime.profiling import ProfileResult, time_raw
 from compiler.target.llvm import init_llvm
 
@@ -51,7 +52,9 @@ class Module(FunctionTable[Function]):
     ``source`` is the compiled LLVM module (None for a loaded library);
     ``object_code`` what ``export_library`` links. Before the first module of a
     process exists, numpy's BLAS is moved onto the kernels' thread pool (see
-    ``compiler.runtime.blas_pool``), so the two do not fight for the cores.
+    ``compiler.runtime.blas_pool``), so the two do not fight for the cores, and the C
+    library is told to keep the kernels' freed temporaries for their next calls
+    (``compiler.runtime.heap``).
     """
 
     def __init__(
@@ -63,6 +66,7 @@ class Module(FunctionTable[Function]):
         library_path: str | None = None,
     ) -> None:
         prepare_pool()
+        keep_temporaries_in_heap()
         super().__init__(functions)
         self._source = source
         self.object_code = object_code

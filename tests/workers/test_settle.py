@@ -1,0 +1,65 @@
+"""A runner times a kernel past the calls in which its heap temporaries still fault
+(``workers.measure.settle``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+# In a fresh process, measure a Winograd convolution (whose transformed tiles live on
+# the heap) the way a runner does, and count the page faults inside its timed loops.
+MEASURE_COUNTING_FAULTS = """
+    import resource, sys
+    import workers.measure as measure
+    from compiler.schedule import Schedule
+    from compiler.workload.spec import workload_from_spec
+    from workers.base import Candidate, MeasureConfig
+    from workers.compile_candidate import build_candidate
+
+    if sys.argv[1] == "unsettled":
+        measure.settle = lambda kernel, args: 0
+    measure.SETTLE_SECONDS = 60  # however slow the machine is today
+    faults = []
+    time_raw = measure.time_raw
+
+    def counted(*args, **kwargs):
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        result = time_raw(*args, **kwargs)
+        faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+        return result
+
+    measure.time_raw = counted
+    func = workload_from_spec({"op": "conv2d_winograd_nchw", "args": {
+        "batch": 1, "in_channels": 64, "height": 56, "width": 56, "out_channels": 64,
+        "padding": 1, "tile_size": 4}})
+    candidate = Candidate.make(func, Schedule(func).trace)
+    measurer = measure.Measurer(host="here")
+    config = MeasureConfig()
+    assert measurer.prepare(candidate, config) is None
+    result = measurer.measure(build_candidate(candidate), config)
+    assert result.ok, result.error
+    print(sum(faults))
+"""
+
+
+def _timed_faults(mode: str) -> int:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(MEASURE_COUNTING_FAULTS), mode],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's heap")
+def test_no_timed_call_of_a_kernel_with_heap_temporaries_takes_a_page_fault() -> None:
+    assert _timed_faults("settled") <= 10  # a stray one or two
+    assert _timed_faults("unsettled") > 100, "its first calls no longer fault: drop the test"
