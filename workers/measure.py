@@ -57,8 +57,8 @@ WARM_CUT_SECONDS = 0.01
 # 30-150 times slower than its best).
 LONG_CALL_SECONDS = 0.1
 LONG_CALL_RUNS = 2
-# Untimed calls after the check, until this many in a row take no page fault: at most
-# this many, and none started past this long (see ``settle``).
+# ``settle``'s untimed calls after the check: until SETTLED_CALLS in a row take no page
+# fault, at most SETTLE_CALLS, and none started after SETTLE_SECONDS.
 SETTLED_CALLS = 3
 SETTLE_CALLS = 20
 SETTLE_SECONDS = 0.05

@@ -3,17 +3,15 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-import textwrap
 
 import pytest
+from fresh_process import WINOGRAD_SPEC, run_fresh
 
 # In a fresh process, measure a Winograd convolution (whose transformed tiles live on
 # the heap) the way a runner does, and count the page faults inside its timed loops.
 MEASURE_COUNTING_FAULTS = """
-    import resource, sys
+    import json, resource, sys
     import workers.measure as measure
     from compiler.schedule import Schedule
     from compiler.workload.spec import workload_from_spec
@@ -33,9 +31,7 @@ MEASURE_COUNTING_FAULTS = """
         return result
 
     measure.time_raw = counted
-    func = workload_from_spec({"op": "conv2d_winograd_nchw", "args": {
-        "batch": 1, "in_channels": 64, "height": 56, "width": 56, "out_channels": 64,
-        "padding": 1, "tile_size": 4}})
+    func = workload_from_spec(json.loads(sys.argv[2]))
     candidate = Candidate.make(func, Schedule(func).trace)
     measurer = measure.Measurer(host="here")
     config = MeasureConfig()
@@ -47,16 +43,7 @@ MEASURE_COUNTING_FAULTS = """
 
 
 def _timed_faults(mode: str) -> int:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(MEASURE_COUNTING_FAULTS), mode],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
-    assert done.returncode == 0, done.stderr
-    return int(done.stdout)
+    return int(run_fresh(MEASURE_COUNTING_FAULTS, mode, WINOGRAD_SPEC))
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's heap")

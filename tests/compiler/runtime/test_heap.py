@@ -3,19 +3,17 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-import textwrap
 
 import pytest
+from fresh_process import WINOGRAD_SPEC, run_fresh
 
 from compiler.runtime import heap
 
 # A Winograd convolution, whose transformed tiles live on the heap. With glibc's
 # defaults every call of it faulted again, 850 times, measured.
 CALLS_AFTER_WARMUP = """
-    import resource, sys
+    import json, resource, sys
     import numpy as np
     import compiler
     import compiler.runtime.module as module
@@ -23,9 +21,7 @@ CALLS_AFTER_WARMUP = """
 
     if sys.argv[1] == "without":
         module.keep_temporaries_in_heap = lambda: None
-    func = workload_from_spec({"op": "conv2d_winograd_nchw", "args": {
-        "batch": 1, "in_channels": 64, "height": 56, "width": 56, "out_channels": 64,
-        "padding": 1, "tile_size": 4}})
+    func = workload_from_spec(json.loads(sys.argv[2]))
     kernel = compiler.build(func, target="llvm")
     rng = np.random.default_rng(0)
     data = rng.standard_normal((1, 64, 56, 56)).astype("float32")
@@ -46,16 +42,7 @@ CALLS_AFTER_WARMUP = """
 
 
 def _faults_and_error(mode: str) -> tuple[int, float]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(CALLS_AFTER_WARMUP), mode],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
-    assert done.returncode == 0, done.stderr
-    faults, error = done.stdout.split()
+    faults, error = run_fresh(CALLS_AFTER_WARMUP, mode, WINOGRAD_SPEC).split()
     return int(faults), float(error)
 
 
