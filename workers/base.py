@@ -293,18 +293,13 @@ class MeasureConfig:
     why no extra warmup is the default), so tiny kernels are not timer noise.
     ``flush_cache`` writes over ``flush_bytes`` before each repeat so every repeat
     starts with cold caches. ``cold_weights``: when the workload marks constant
-    parameters (a model's kernel), each timed loop is a single call, with the kernel's
-    arrays evicted from the CPU's caches before it (``compiler.runtime.cache_eviction``;
-    TVM's ``enable_cpu_cache_flush``): its weights, which a model run last read an
-    inference ago, and its inputs and output, which a model's other kernels pushed out
-    since they were last used. On by default. For ResNet-18 tuned on Zen 5 the kernels'
-    times with their weights evicted added up to their time inside the model within
-    1 %, their warm times to 11 % less (``benchmarks/cold_weights.py --database``). In
-    MobileNetV2 the activations do not stay in the caches either: on ``-mcpu=znver4``
-    its default depthwise convolutions took 1.03 ms in the model, 0.50 ms with their
-    weights evicted and 1.01 ms with every array evicted (its other kernels 3.14, 2.97
-    and 3.32 ms; ResNet-18's 18.7, 17.8 and 18.1 ms). A workload without constant
-    parameters (a lone operator) is timed in loops either way.
+    parameters (a model's weights), each timed loop is a single call, with those
+    parameters evicted from the CPU's caches before it, as if a model run had last
+    read them an inference ago (``compiler.runtime.cache_eviction``; TVM's
+    ``enable_cpu_cache_flush``). On by default: for ResNet-18 tuned on Zen 5 the
+    kernels' cold times added up to their time inside the model within 1 %, their warm
+    times to 11 % less (``benchmarks/cold_weights.py --database``). A workload without
+    constant parameters (a lone operator) is timed in loops either way.
     ``timeout_s`` bounds loading, checking and timing one candidate (a slow one gets
     fewer repeats rather than pass it; see ``workers.measure``); ``reference_timeout_s``
     bounds computing a workload's reference outputs (once per workload per runner

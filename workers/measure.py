@@ -133,17 +133,15 @@ class Measurer:
             if cutoff is not None and check_seconds > max(cutoff, COLD_CUT_SECONDS):
                 # Already past the cutoff cold: timing it warm would not make it a contender.
                 return RunResult(candidate, (check_seconds,), 1, worker_host=self.host)
-            # A model's kernel (one with constant weights) is timed as a model run leaves
-            # it: none of its arrays in the caches (see MeasureConfig.cold_weights).
-            cold = list(arrays) if config.cold_weights and reference.weights else []
+            weights = [arrays[k] for k in reference.weights] if config.cold_weights else []
             bound = function.signature.bind(arrays)
             settle(function.raw, bound)
             loops = partial(
-                time_raw, function.raw, bound, before_repeat=self._before_repeat(config, cold)
+                time_raw, function.raw, bound, before_repeat=self._before_repeat(config, weights)
             )
             timing = time_in_steps(
                 loops,
-                replace(config, number=1, min_repeat_ms=0.0) if cold else config,
+                replace(config, number=1, min_repeat_ms=0.0) if weights else config,
                 cutoff,
                 deadline=started + TIMING_SHARE * config.timeout_s,
             )
@@ -155,14 +153,14 @@ class Measurer:
         return RunResult.failed(candidate, kind, message, self.host)
 
     def _before_repeat(
-        self, config: MeasureConfig, cold: list[np.ndarray]
+        self, config: MeasureConfig, weights: list[np.ndarray]
     ) -> Callable[[], None] | None:
         """What runs before each timed repeat: a cache flush when the config asks (which
-        evicts everything), else the eviction of the arrays ``cold``."""
+        evicts the weights too), else the eviction of the weights it was given."""
         if config.flush_cache:
             return partial(self._flush, config.flush_bytes)
-        if cold:
-            return partial(evict_from_caches, cold)
+        if weights:
+            return partial(evict_from_caches, weights)
         return None
 
     def _flush(self, nbytes: int) -> None:

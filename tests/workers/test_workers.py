@@ -606,25 +606,3 @@ def test_cold_weights_times_a_model_kernel_call_by_call_with_its_weights_evicted
     warm = measurer.measure(build, dataclasses.replace(config, cold_weights=False))
     assert warm.ok, warm.error
     assert warm.number > 1
-
-
-def test_cold_weights_evicts_the_inputs_and_the_output_too(
-    local: Workers, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """In a model a kernel's activations are out of the caches as often as its weights
-    (MobileNetV2's depthwise convolutions ran at twice their weights-only cold time), so
-    each timed call starts with every array of the kernel evicted."""
-    evicted: list[list[tuple[int, ...]]] = []
-    monkeypatch.setattr(
-        measure_module,
-        "evict_from_caches",
-        lambda arrays: evicted.append([array.shape for array in arrays]),
-    )
-    func = mark_layout_free(
-        workload_from_spec({"op": "matmul", "args": {"m": 8, "n": 16, "k": 32}}), ["B"]
-    )
-    (build,) = local.builder.build([Candidate.make(func, Schedule(func).trace)])
-    config = MeasureConfig(repeat=3, min_repeat_ms=2.0)
-    result = Measurer(host="here").measure(build, config)
-    assert result.ok, result.error
-    assert evicted == [[(8, 32), (32, 16), (8, 16)]] * 3
