@@ -171,10 +171,10 @@ class Measurer:
         self._flush_buffer += 1.0
 
 
-def settle(kernel: Callable[..., None], args: Sequence[object]) -> int:
+def settle(kernel: Callable[..., None], args: Sequence[object]) -> None:
     """Call ``kernel`` on ``args``, untimed, until ``SETTLED_CALLS`` calls in a row take
     no page fault, at most ``SETTLE_CALLS`` times and none started after
-    ``SETTLE_SECONDS``; return how many calls it made.
+    ``SETTLE_SECONDS``.
 
     A kernel allocates its large temporaries (a Winograd convolution's transformed
     tiles) on every call and frees them on return. In a process's first calls of such a
@@ -187,13 +187,12 @@ def settle(kernel: Callable[..., None], args: Sequence[object]) -> int:
     (``compiler.runtime.heap`` keeps the faults from coming back later.)"""
     started = time.perf_counter()
     quiet = 0
-    for calls in range(1, SETTLE_CALLS + 1):
+    for _ in range(SETTLE_CALLS):
         faults = _page_faults()
         kernel(*args)
         quiet = quiet + 1 if _page_faults() == faults else 0
         if quiet == SETTLED_CALLS or time.perf_counter() - started > SETTLE_SECONDS:
-            return calls
-    return SETTLE_CALLS
+            return
 
 
 def _page_faults() -> int:

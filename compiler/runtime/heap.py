@@ -22,7 +22,6 @@ is left as it is, and so is a C library without ``mallopt``.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import threading
 from collections.abc import Callable
@@ -57,11 +56,10 @@ def keep_temporaries_in_heap() -> None:
 
 
 def _mallopt() -> Callable[[int, int], int] | None:
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
+    """The process's own ``mallopt`` (no library search, which would start a
+    subprocess), or None where its C library has none."""
     try:
-        function = ctypes.CDLL(name).mallopt
+        function = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return None
     function.argtypes = [ctypes.c_int, ctypes.c_int]

@@ -19,7 +19,7 @@ MEASURE_COUNTING_FAULTS = """
     from workers.compile_candidate import build_candidate
 
     if sys.argv[1] == "unsettled":
-        measure.settle = lambda kernel, args: 0
+        measure.settle = lambda kernel, args: None
     measure.SETTLE_SECONDS = 60  # however slow the machine is today
     faults = []
     time_raw = measure.time_raw
