@@ -10,9 +10,11 @@ GPU kernel whose bounds prove every such value fits (``compiler.lower.narrow_ind
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
+from compiler.arith.bounds import Bounder
 from compiler.arith.rewrite import fold_ints
 from compiler.codegen.llvm_context import ModuleContext
 from compiler.codegen.llvm_fastmath import emit_fast_erff, emit_fast_expf
@@ -26,9 +28,9 @@ from compiler.codegen.llvm_types import (
     value_type,
 )
 from compiler.ir import expr as E
-from compiler.ir.analysis import var_ids
+from compiler.ir.analysis import reads_memory, var_ids
 from compiler.ir.buffer import Buffer
-from compiler.ir.expr import PrimExpr, bits, byte_size
+from compiler.ir.expr import PrimExpr, Range, Var, bits, byte_size
 from compiler.ir.node import Node, visit
 
 FLOAT_FLAGS = "contract"
@@ -94,6 +96,20 @@ class ExprEmitter:
         self._offsets: dict[_PureKey, tuple[PrimExpr, str]] = {}
         # Each expression's variables, for ``_pure_key`` (None when it reads memory).
         self._pure_vars: dict[int, tuple[PrimExpr, tuple[int, ...] | None]] = {}
+        # The range of each enclosing loop's variable whose bounds are constants (one
+        # object per loop, which every unrolled copy shares): what proves a guarded
+        # load in bounds (``_in_bounds``).
+        self.ranges: dict[Var, Range] = {}
+        # The ids of the variables of the loops being unrolled here, one copy at a time.
+        self.unrolled: set[int] = set()
+        # Whether an expression's loads are in bounds, by node and the ranges of the
+        # variables of its loads' indices (``_in_bounds``); each entry holds its node and
+        # those ranges, so that no id in its key is reused while it lives.
+        self._bounded: dict[
+            tuple[int, tuple[int, ...]], tuple[PrimExpr, tuple[Range | None, ...], bool]
+        ] = {}
+        # The variables of each expression's load indices, with the expression.
+        self._load_vars: dict[int, tuple[PrimExpr, tuple[Var, ...]]] = {}
 
     # instruction plumbing -----------------------------------------------------
 
@@ -307,12 +323,37 @@ class ExprEmitter:
             self._folded[key] = (e, value)
         return value
 
+    def _speculated(self, e: E.Select) -> bool:
+        """Whether ``e`` is emitted as a ``select``, both sides evaluated: when neither
+        reads memory, or when both read only in bounds (``_in_bounds``) and the condition
+        changes between the copies of an unrolled loop. A condition the same in every
+        copy keeps its branches: LLVM merges identical branches into one and vectorizes
+        the loads under it (a padded copy of 16 channels ran 3.5x slower as selects)."""
+        sides = (e.true_value, e.false_value)
+        if not any(map(reads_memory, sides)):
+            return True
+        varies = not self.unrolled.isdisjoint(var_ids(e.condition))
+        return varies and all(map(self._in_bounds, sides))
+
+    def _in_bounds(self, e: PrimExpr) -> bool:
+        """Whether every memory read in ``e`` is a buffer load whose index lies inside its
+        buffer for every value of the enclosing loops' variables (``ranges``)."""
+        known = self._load_vars.get(id(e))
+        if known is None:
+            known = self._load_vars[id(e)] = (e, _load_index_vars(e))
+        ranges = tuple(self.ranges.get(v) for v in known[1])
+        key = (id(e), tuple(map(id, ranges)))
+        found = self._bounded.get(key)
+        if found is None:
+            found = self._bounded[key] = (e, ranges, _loads_in_bounds(e, self.ranges))
+        return found[2]
+
     def _pure_key(self, e: PrimExpr, index: bool) -> _PureKey | None:
         """What ``e``'s emitted value depends on: the node and the values of its
         variables here. None for an expression that reads memory, whose value does not."""
         known = self._pure_vars.get(id(e))
         if known is None:
-            variables = None if _has_load(e) else tuple(var_ids(e))
+            variables = None if reads_memory(e) else tuple(var_ids(e))
             known = self._pure_vars[id(e)] = (e, variables)
         variables = known[1]
         if variables is None:
@@ -321,12 +362,12 @@ class ExprEmitter:
 
     def select_of(self, e: E.Select, ty: str, side: Callable[[PrimExpr], str]) -> str:
         """``e`` as a value of LLVM type ``ty``, each side emitted by ``side``: a
-        ``select`` when both sides are cheap and safe to evaluate; otherwise branches,
-        so a guarded load (padding) is never executed out of bounds."""
+        ``select`` when ``_speculated``; otherwise branches, so a guarded load (padding)
+        is never executed out of bounds."""
         cond = self.condition(e.condition)
         if cond in ("true", "false"):  # an unrolled loop's index decided it
             return side(e.true_value if cond == "true" else e.false_value)
-        if not (_has_load(e.true_value) or _has_load(e.false_value)):
+        if self._speculated(e):
             t, f = side(e.true_value), side(e.false_value)
             return self.assign(f"select i1 {cond}, {ty} {t}, {ty} {f}")
         then_label, else_label, end_label = (
@@ -525,17 +566,47 @@ def _fold_int(e: E.BinaryOp, a: str, b: str) -> int | None:
     return None if x is None or y is None else fold_ints(type(e), x, y)
 
 
-def _has_load(e: PrimExpr) -> bool:
-    """Whether ``e`` reads memory (a buffer, or a GPU block's shared reduction)."""
-    found = False
+def _load_index_vars(e: PrimExpr) -> tuple[Var, ...]:
+    """The variables in the indices of ``e``'s buffer loads."""
+    found: dict[int, Var] = {}
+
+    def collect_var(n: Node) -> None:
+        if isinstance(n, Var):
+            found[id(n)] = n
+
+    def collect(n: Node) -> None:
+        if isinstance(n, E.BufferLoad):
+            for index in n.indices:
+                visit(index, collect_var)
+
+    visit(e, collect)
+    return tuple(found.values())
+
+
+def _loads_in_bounds(e: PrimExpr, ranges: dict[Var, Range]) -> bool:
+    """Whether each memory read in ``e`` is a buffer load of a constant-shaped buffer
+    whose flat index is within the buffer when the variables take any value of
+    ``ranges`` (a variable without a range may be anything)."""
+    bounder = Bounder(ranges)
+    safe = True
 
     def check(n: Node) -> bool:
-        nonlocal found
-        found = found or isinstance(n, (E.BufferLoad, E.ThreadAllReduce))
-        return not found
+        nonlocal safe
+        if not safe:
+            return False
+        if isinstance(n, E.ThreadAllReduce):
+            safe = False
+        elif isinstance(n, E.BufferLoad):
+            sizes = [dim.value for dim in n.buffer.shape if isinstance(dim, E.IntImm)]
+            if len(sizes) != n.buffer.ndim or len(n.indices) != 1:
+                safe = False
+            else:
+                low, high = bounder.const_bound(n.indices[0])
+                safe = low is not None and high is not None and 0 <= low <= high < math.prod(sizes)
+        return safe
 
     visit(e, check)
-    return found
+    return safe
 
 
 # Each handler takes the node kind it is filed under, hence ``Any`` for the node.

@@ -23,7 +23,7 @@ from compiler.codegen.loop_independence import disjoint_stride
 from compiler.ir import expr as E
 from compiler.ir.analysis import free_vars
 from compiler.ir.buffer import Buffer
-from compiler.ir.expr import PrimExpr, Var, byte_size
+from compiler.ir.expr import PrimExpr, Range, Var, byte_size
 from compiler.ir.node import Node, visit
 from compiler.ir.stmt import (
     Allocate,
@@ -65,7 +65,7 @@ class FunctionEmitter(ExprEmitter):
         elif isinstance(s, BufferStore):
             self._store(s)
         elif isinstance(s, For):
-            self._for(s)
+            self._ranged_for(s)
         elif isinstance(s, IfThenElse):
             self._if(s)
         elif isinstance(s, Allocate):
@@ -111,6 +111,18 @@ class FunctionEmitter(ExprEmitter):
 
     # loops --------------------------------------------------------------------
 
+    def _ranged_for(self, loop: For) -> None:
+        """``loop``, its variable's range known inside it when its bounds are constants."""
+        var = loop.loop_var
+        if _const(loop.min) is None or _const(loop.extent) is None:
+            self._for(loop)
+            return
+        self.ranges[var] = Range(loop.min, loop.extent)
+        try:
+            self._for(loop)
+        finally:
+            del self.ranges[var]
+
     def _for(self, loop: For) -> None:
         if loop.kind is ForKind.THREAD_BINDING:
             raise CodegenError(
@@ -128,10 +140,12 @@ class FunctionEmitter(ExprEmitter):
         start = _const(loop.min)
         if loop.kind is ForKind.UNROLLED and extent is not None and start is not None:
             if extent <= MAX_EXPLICIT_UNROLL:
+                self.unrolled.add(id(loop.loop_var))
                 for value in range(start, start + extent):
                     self.vars[id(loop.loop_var)] = str(value)
                     self.stmt(loop.body)
                 del self.vars[id(loop.loop_var)]
+                self.unrolled.discard(id(loop.loop_var))
                 return
         low, high = self._bounds(loop)
         self._loop_with(loop, low, high, self._loop_properties(loop))
@@ -241,6 +255,7 @@ class FunctionEmitter(ExprEmitter):
         body = FunctionEmitter(self.module, name, in_parallel=True)
         body.vector_loops = self.vector_loops
         body.rolled_loops = self.rolled_loops
+        body.ranges = dict(self.ranges)
         params = []
         for k, buffer in enumerate(captured_buffers):
             body.buffers[id(buffer)] = f"%buf{k}"

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from compiler.ir.buffer import Buffer
-from compiler.ir.expr import BufferLoad, PrimExpr, Range, Var
+from compiler.ir.expr import BufferLoad, PrimExpr, Range, ThreadAllReduce, Var
 from compiler.ir.node import N, Node, children, memoized, transform, visit
 from compiler.ir.stmt import (
     Allocate,
@@ -59,6 +59,24 @@ def free_vars(node: Node) -> list[Var]:
 
     visit(node, collect)
     return list(found.values())
+
+
+def contains(node: Node, kinds: tuple[type[Node], ...]) -> bool:
+    """Whether ``node``'s subtree holds a node of one of ``kinds``."""
+    found = False
+
+    def look(n: Node) -> bool:
+        nonlocal found
+        found = found or isinstance(n, kinds)
+        return not found
+
+    visit(node, look)
+    return found
+
+
+def reads_memory(e: PrimExpr) -> bool:
+    """Whether ``e`` reads memory: a buffer load, or a GPU block's shared reduction."""
+    return contains(e, (BufferLoad, ThreadAllReduce))
 
 
 def uses_var(node: Node, var: Var) -> bool:

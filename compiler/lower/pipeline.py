@@ -19,6 +19,7 @@ from compiler.ir.function import IRModule, PrimFunc
 from compiler.lower.align_storage import align_storage
 from compiler.lower.compact_buffers import compact_buffers
 from compiler.lower.flatten_buffers import flatten_buffers
+from compiler.lower.hoist_conditions import hoist_conditions
 from compiler.lower.lower_blocks import lower_blocks
 from compiler.lower.simplify import simplify
 
@@ -34,6 +35,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("compact_buffers", compact_buffers),
     Pass("align_storage", align_storage),
     Pass("simplify", simplify),
+    Pass("hoist_conditions", hoist_conditions),
     Pass("check_accesses", check_accesses),
     Pass("flatten_buffers", flatten_buffers),
 )

@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from compiler.arith import simplify
 from compiler.arith.access_bounds import check_accesses
 from compiler.ir import expr as E
-from compiler.ir.analysis import free_vars, substitute
+from compiler.ir.analysis import contains, free_vars, substitute
 from compiler.ir.buffer import Buffer
 from compiler.ir.expr import PrimExpr, Var
 from compiler.ir.function import PrimFunc
-from compiler.ir.node import Node, transform, visit
+from compiler.ir.node import Node, transform
 from compiler.ir.stmt import (
     Block,
     BlockRealize,
@@ -215,15 +215,7 @@ def _without_needless_division(e: PrimExpr, ranges: dict[Var, E.Range]) -> PrimE
 
 
 def _divides(e: PrimExpr) -> bool:
-    found = False
-
-    def look(n: Node) -> bool:
-        nonlocal found
-        found = found or isinstance(n, (E.FloorDiv, E.FloorMod))
-        return not found
-
-    visit(e, look)
-    return found
+    return contains(e, (E.FloorDiv, E.FloorMod))
 
 
 def _is_zero(e: PrimExpr) -> bool:
