@@ -102,14 +102,10 @@ class ExprEmitter:
         self.ranges: dict[Var, Range] = {}
         # The ids of the variables of the loops being unrolled here, one copy at a time.
         self.unrolled: set[int] = set()
-        # Whether an expression's loads are in bounds, by node and the ranges of the
-        # variables of its loads' indices (``_in_bounds``); each entry holds its node and
-        # those ranges, so that no id in its key is reused while it lives.
-        self._bounded: dict[
-            tuple[int, tuple[int, ...]], tuple[PrimExpr, tuple[Range | None, ...], bool]
-        ] = {}
-        # The variables of each expression's load indices, with the expression.
-        self._load_vars: dict[int, tuple[PrimExpr, tuple[Var, ...]]] = {}
+        # Whether an expression's loads are in bounds, by node and the ranges of its
+        # variables (``_in_bounds``); each entry holds its node and those ranges, so that
+        # no id in its key is reused while it lives.
+        self._bounded: dict[tuple[int, tuple[int, ...]], tuple[PrimExpr, list[Range], bool]] = {}
 
     # instruction plumbing -----------------------------------------------------
 
@@ -338,10 +334,8 @@ class ExprEmitter:
     def _in_bounds(self, e: PrimExpr) -> bool:
         """Whether every memory read in ``e`` is a buffer load whose index lies inside its
         buffer for every value of the enclosing loops' variables (``ranges``)."""
-        known = self._load_vars.get(id(e))
-        if known is None:
-            known = self._load_vars[id(e)] = (e, _load_index_vars(e))
-        ranges = tuple(self.ranges.get(v) for v in known[1])
+        variables = var_ids(e)
+        ranges = [r for v, r in self.ranges.items() if id(v) in variables]
         key = (id(e), tuple(map(id, ranges)))
         found = self._bounded.get(key)
         if found is None:
@@ -564,23 +558,6 @@ def _fold_int(e: E.BinaryOp, a: str, b: str) -> int | None:
     index), so that the selects it decides fold while they are emitted."""
     x, y = _int_value(a), _int_value(b)
     return None if x is None or y is None else fold_ints(type(e), x, y)
-
-
-def _load_index_vars(e: PrimExpr) -> tuple[Var, ...]:
-    """The variables in the indices of ``e``'s buffer loads."""
-    found: dict[int, Var] = {}
-
-    def collect_var(n: Node) -> None:
-        if isinstance(n, Var):
-            found[id(n)] = n
-
-    def collect(n: Node) -> None:
-        if isinstance(n, E.BufferLoad):
-            for index in n.indices:
-                visit(index, collect_var)
-
-    visit(e, collect)
-    return tuple(found.values())
 
 
 def _loads_in_bounds(e: PrimExpr, ranges: dict[Var, Range]) -> bool:
