@@ -34,7 +34,7 @@ change it in one child of about 25 (MetaSchedule's probabilities), and the model
 trained on points that nearly all share the location of the first fast one, score
 the others by guesswork. In MobileNetV2 tuned with 2,000 trials, three of its
 depthwise convolutions had 27-70 measured points at one padding location each, and
-moving just that decision of their fastest took 19-46 % off their time. So each ask
+moving just that decision of their fastest took 19-49 % off their time. So each ask
 proposes first the fastest point's unvisited neighbours that differ from it in one
 compute location, the program model's favourites first: as long as the fastest
 point stays, every other location of its blocks is measured within a few asks.
