@@ -42,6 +42,13 @@ MEASURE_COUNTING_FAULTS = """
 """
 
 
+# Whether an unsettled kernel's first calls fault at all depends on where the heap
+# stands in its process: about half of fresh processes here fault hundreds of times,
+# the others not once. One that faults shows what settling prevents; the chance that
+# this many in a row all miss is about 1 in 1,000.
+UNSETTLED_TRIES = 10
+
+
 def _timed_faults(mode: str) -> int:
     return int(run_fresh(MEASURE_COUNTING_FAULTS, mode, WINOGRAD_SPEC))
 
@@ -49,4 +56,6 @@ def _timed_faults(mode: str) -> int:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's heap")
 def test_no_timed_call_of_a_kernel_with_heap_temporaries_takes_a_page_fault() -> None:
     assert _timed_faults("settled") <= 10  # a stray one or two
-    assert _timed_faults("unsettled") > 100, "its first calls no longer fault: drop the test"
+    assert any(_timed_faults("unsettled") > 100 for _ in range(UNSETTLED_TRIES)), (
+        "no unsettled process faulted any more: drop the test"
+    )
