@@ -8,6 +8,7 @@ them as initializers, which it may prepack too.
 
     python benchmarks/search.py --trials 64 --seeds 3          # per seed: a fresh database
     python benchmarks/search.py --trials 256 --only gemm --json  # last line: one JSON object
+    python benchmarks/search.py --trials 64 --seeds 3 --reference-trials 1000
 
 Per workload it prints numpy's GFLOP/s (its strongest formulation), onnxruntime's
 (where installed), the default schedule's, then per seed the template tuner (the
@@ -19,6 +20,13 @@ the search itself took (making the space, proposing, learning). Last the
 spread of the fresh GFLOP/s over the seeds ((max - min) / median). Each run uses a
 temporary SQLite database and the local workers; nothing else should run on the
 machine meanwhile.
+
+``--reference-trials N`` runs one more template-free seed (the next seed number) for
+N trials, then times every template-free seed's best and that reference's best side
+by side, in turns, and gives each seed's share of the reference's speed. A host's
+speed moves by a third between the minutes two runs take (onnxruntime's NHWC
+convolution: 144 GFLOP/s in one run, 201 in the next), so only kernels timed in
+turns compare.
 
 The tuners time candidates as the peers are timed here, in loops that find the
 weights in the caches (``WARM``). Tuning a model times each kernel with its constant
@@ -36,6 +44,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -45,6 +54,7 @@ if sys.path and os.path.abspath(sys.path[0] or os.curdir) == _HERE:
 import numpy as np  # noqa: E402
 
 from compiler.runtime.prepacked import pack_arguments  # noqa: E402
+from compiler.runtime.profiling import time_raw  # noqa: E402
 from tuner.space import templates_for  # noqa: E402
 from tuner.space_choice import choose_space  # noqa: E402
 from tuner.task import TuneTask  # noqa: E402
@@ -82,6 +92,11 @@ WORKLOADS: dict[str, dict[str, Any]] = {
     "softmax": {"op": "softmax", "args": {"shape": [1024, 1000]}},
     "layer_norm": {"op": "layer_norm", "args": {"shape": [512, 768]}},
 }
+# Rounds of the side-by-side timing of the seeds' bests and the reference's, each best
+# timed once a round in turn (the fastest of REPEATS loops of at least 20 ms); each
+# keeps its fastest round.
+SIDE_BY_SIDE_ROUNDS = 5
+REPEATS = 7
 # How the tuners time candidates: as the peers are timed, with warm caches.
 WARM = MeasureConfig(cold_weights=False)
 # (space, search) of each tuner the benchmark compares.
@@ -90,7 +105,9 @@ TUNERS = {"template": ("template", "xgb"), "template_free": ("generated", "evolu
 
 def seed_row(
     task: TuneTask, arrays: list[np.ndarray], tuner: str, trials: int, seed: int
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], Callable[[], Any]]:
+    """The seed's figures, and a call of its best kernel on ``arrays`` (its weights
+    converted once), to time again beside others."""
     space_name, search = TUNERS[tuner]
     start = time.monotonic()
     space = choose_space(space_name, task.func, target=task.target, seed=seed)
@@ -107,7 +124,7 @@ def seed_row(
     np.testing.assert_allclose(arrays[-1], expected, rtol=1e-3, atol=1e-3)
     fresh_seconds = seconds_per_call(lambda: entry(*packed))
     wall = space_seconds + result.wall_seconds
-    return {
+    figures = {
         "seed": seed,
         "fresh_gflops": task.gflops(fresh_seconds),
         "fresh_ms": fresh_seconds * 1e3,
@@ -117,6 +134,38 @@ def seed_row(
         "confirmed": result.confirmed,
         "trials_per_second": result.measured / wall,
         "search_overhead": (space_seconds + result.search_seconds) / wall,
+    }
+    return figures, lambda: entry(*packed)
+
+
+def side_by_side(calls: list[Callable[[], Any]]) -> list[float]:
+    """Seconds per call of each of ``calls``, timed in turns (SIDE_BY_SIDE_ROUNDS
+    rounds, each call's fastest round), so that they share the host's speed."""
+    rounds = [
+        [time_raw(call, (), 1, REPEATS, 20.0).min for call in calls]
+        for _ in range(SIDE_BY_SIDE_ROUNDS)
+    ]
+    return [min(column) for column in zip(*rounds, strict=True)]
+
+
+def reference_row(
+    task: TuneTask,
+    arrays: list[np.ndarray],
+    seeds: list[tuple[dict[str, Any], Callable[[], Any]]],
+    trials: int,
+) -> dict[str, Any]:
+    """A template-free seed of ``trials`` trials (the seed after ``seeds``), and each
+    of ``seeds``' best as a share of its speed, timed side by side with it."""
+    figures, call = seed_row(task, arrays, "template_free", trials, len(seeds))
+    *seconds, reference = side_by_side([c for _, c in seeds] + [call])
+    shares = [reference / s for s in seconds]
+    return {
+        "seed": figures["seed"],
+        "trials": figures["trials"],
+        "gflops": task.gflops(reference),
+        "seeds_gflops": [task.gflops(s) for s in seconds],
+        "seeds_share": shares,
+        "worst_share": min(shares),
     }
 
 
@@ -141,7 +190,9 @@ def bench(name: str, spec: dict[str, Any], args: argparse.Namespace) -> dict[str
     tuners = ["template_free"] if not templates_for(task.func) else ["template", "template_free"]
     for tuner in tuners:
         seeds = [seed_row(task, arrays, tuner, args.trials, s) for s in range(args.seeds)]
-        row[tuner] = tuner_summary(seeds)
+        row[tuner] = tuner_summary([figures for figures, _ in seeds])
+        if tuner == "template_free" and args.reference_trials:
+            row["reference"] = reference_row(task, arrays, seeds, args.reference_trials)
     free = row["template_free"]["gflops_median"]
     row["free_vs_default"] = free / row["default_gflops"]
     row["free_vs_numpy"] = free / row["numpy_gflops"]
@@ -173,6 +224,13 @@ def print_row(name: str, row: dict[str, Any]) -> None:
     if "free_vs_template" in row:
         ratios.append(f"{row['free_vs_template']:.2f}x the template tuner")
     print(f"  template-free (median of seeds): {', '.join(ratios)}")
+    if "reference" in row:
+        ref = row["reference"]
+        shares = ", ".join(f"{share:.1%}" for share in ref["seeds_share"])
+        print(
+            f"  template-free seed {ref['seed']}, {ref['trials']} trials: {ref['gflops']:.1f} "
+            f"GFLOP/s; timed beside it, the seeds above reach {shares} of it"
+        )
 
 
 def main() -> None:
@@ -180,10 +238,20 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=64, help="trials per run")
     parser.add_argument("--seeds", type=int, default=3, help="runs per tuner, seeds 0..N-1")
     parser.add_argument("--only", choices=sorted(WORKLOADS), action="append", help="a workload")
+    parser.add_argument(
+        "--reference-trials",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also tune one template-free seed for N trials, and time every seed's best "
+        "beside its best (0: none)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
     args = parser.parse_args()
     if args.trials < 1 or args.seeds < 1:
         parser.error("--trials and --seeds must be at least 1")
+    if args.reference_trials < 0:
+        parser.error("--reference-trials must be 0 (none) or more")
     print(f"onnxruntime: {onnxruntime_version() or 'not installed (pip install .[bench])'}")
     report = {}
     for name, spec in WORKLOADS.items():
