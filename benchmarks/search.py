@@ -62,6 +62,7 @@ from workers import MeasureConfig  # noqa: E402
 
 sys.path.append(_HERE)  # the packages are imported: now the sibling modules can be
 from baselines import (  # noqa: E402
+    REPEATS,
     baselines,
     print_baselines,
     reference_of,
@@ -96,7 +97,6 @@ WORKLOADS: dict[str, dict[str, Any]] = {
 # timed once a round in turn (the fastest of REPEATS loops of at least 20 ms); each
 # keeps its fastest round.
 SIDE_BY_SIDE_ROUNDS = 5
-REPEATS = 7
 # How the tuners time candidates: as the peers are timed, with warm caches.
 WARM = MeasureConfig(cold_weights=False)
 # (space, search) of each tuner the benchmark compares.

@@ -13,7 +13,7 @@ from replay_measurements import Replay
 from compiler.workload.spec import workload_from_spec
 from tuner import search
 from tuner.search.base import SearchError, replays
-from tuner.search.evolutionary import location_neighbours
+from tuner.search.evolutionary import COMPUTE_LOCATION
 from tuner.space import GeneratedSpace, Space, TraceCandidate
 from tuner.space.base import Decisions
 
@@ -28,9 +28,9 @@ def space() -> Space:
     return GeneratedSpace(func, target=AVX512_TARGET)
 
 
-def locations(space: Space, point: Decisions) -> list[int]:
+def locations(space: Space, point: Decisions) -> set[int]:
     domains = space.decision_domains(point.design)
-    return [k for k, d in enumerate(domains) if d.kind == "sample_compute_location"]
+    return {k for k, d in enumerate(domains) if d.kind == COMPUTE_LOCATION}
 
 
 def location_blind(space: Space) -> Replay:
@@ -39,7 +39,8 @@ def location_blind(space: Space) -> Replay:
 
     def seconds(candidate: TraceCandidate) -> float:
         point = candidate.decisions
-        kept = tuple(v for k, v in enumerate(point.values) if k not in set(locations(space, point)))
+        moved = locations(space, point)
+        kept = tuple(v for k, v in enumerate(point.values) if k not in moved)
         return 1e-4 * (1 + hash((point.design, kept)) % 997 / 100)
 
     return Replay(space, seconds)
@@ -49,7 +50,7 @@ def test_the_neighbours_differ_in_one_location_by_every_other_value(space: Space
     rng = random.Random(0)
     point = next(p for p in (space.sample(rng).decisions for _ in range(50)) if locations(space, p))
     domains = space.decision_domains(point.design)
-    near = list(location_neighbours(space, point))
+    near = list(space.neighbours(point, kind=COMPUTE_LOCATION))
     assert len(near) == sum(len(domains[k]) - 1 for k in locations(space, point))
     for neighbour in near:
         pairs = enumerate(zip(point.values, neighbour.values, strict=True))
@@ -79,7 +80,7 @@ def swept_per_ask(space: Space, sweep_share: float) -> list[tuple[int, int]]:
             fastest = strategy.measured()[0].decisions
             open_ = {
                 p
-                for p in location_neighbours(space, fastest)
+                for p in space.neighbours(fastest, kind=COMPUTE_LOCATION)
                 if not strategy.is_visited(p) and replays(space, p)
             }
         batch = strategy.generate_measure_candidates()

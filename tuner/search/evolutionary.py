@@ -115,6 +115,8 @@ DESIGN_HALVING_TRIALS = 16
 # of the fastest point's location neighbours per point taken it replays to rank.
 SWEEP_SHARE = 0.25
 SWEEP_REPLAYS_PER_POINT = 3
+# The kind of the decision domains the sweep moves.
+COMPUTE_LOCATION = "sample_compute_location"
 
 
 class EvolutionarySearch(ModelGuidedSearch):
@@ -192,9 +194,8 @@ class EvolutionarySearch(ModelGuidedSearch):
         unscored = {point: score for point, score in met.items() if point not in scored}
         scored.update(self._shortlisted(unscored, SHORTLIST_PER_CANDIDATE * count, designs))
         sweep = self._location_sweep(count)
-        scored.update(sweep)
         ranked = _in_turns(sorted(scored, key=lambda point: -scored[point]), designs)
-        self._expect(scored)
+        self._expect(scored | sweep)
         yield from sweep
         rest = [p for p in ranked if not self.is_visited(p) and p not in sweep]
         yield from self._with_exploration(rest, count - len(sweep))
@@ -209,7 +210,7 @@ class EvolutionarySearch(ModelGuidedSearch):
         measured = self.measured()
         if not wanted or not measured:
             return {}
-        near = list(location_neighbours(self.space, measured[0].decisions))
+        near = list(self.space.neighbours(measured[0].decisions, kind=COMPUTE_LOCATION))
         self.rng.shuffle(near)
         legal: list[Decisions] = []
         for point in near:
@@ -409,17 +410,6 @@ class EvolutionarySearch(ModelGuidedSearch):
     def _fresh(self, point: Decisions, taken: Container[Decisions]) -> bool:
         """Whether ``point`` is neither measured (or restored) nor already taken."""
         return not self.is_visited(point) and point not in taken
-
-
-def location_neighbours(space: Space, point: Decisions) -> Iterator[Decisions]:
-    """The points of ``space`` that differ from ``point`` in one compute-location
-    decision."""
-    for k, domain in enumerate(space.decision_domains(point.design)):
-        if domain.kind != "sample_compute_location":
-            continue
-        for value in domain.values:
-            if value != point.values[k]:
-                yield Decisions(point.design, (*point.values[:k], value, *point.values[k + 1 :]))
 
 
 def _in_turns(ranked: Sequence[Decisions], designs: Sequence[int] | None) -> list[Decisions]:

@@ -288,9 +288,12 @@ class Space(abc.ABC):
         ScheduleError when the change is illegal."""
         return self.candidate(self.mutated(candidate.decisions, rng))
 
-    def neighbours(self, decisions: Decisions) -> Iterator[Decisions]:
-        """Every point that differs from ``decisions`` in exactly one decision."""
+    def neighbours(self, decisions: Decisions, kind: str | None = None) -> Iterator[Decisions]:
+        """Every point that differs from ``decisions`` in exactly one decision (of a
+        domain of ``kind``, such as ``"sample_compute_location"``; None: any)."""
         for k, domain in enumerate(self.decision_domains(decisions.design)):
+            if kind is not None and domain.kind != kind:
+                continue
             for value in domain.values:
                 if value != decisions.values[k]:
                     values = (*decisions.values[:k], value, *decisions.values[k + 1 :])
