@@ -14,8 +14,10 @@ The elements one iteration updates are covered by boxes: one window per spatial
 variable, bounded over the inner loops (``bound``). The parallel loop, and any
 inner loop that shares a ``//`` or ``%`` with it (a split of a fused loop), are
 enumerated instead, so each box is tight; boxes of different iterations must not
-overlap. The loops outside take their first value. With symbolic extents or too
-many boxes, consecutive windows must instead be provably increasing.
+overlap. The loops outside take their first value. Cheaper, and tried first where
+the loop appears in the bindings only affinely (an unfused tile loop): a window that
+provably moves past itself from one iteration to the next. With symbolic extents or
+too many boxes, that test alone decides.
 """
 
 from __future__ import annotations
@@ -118,16 +120,39 @@ def _check_disjoint_updates(
             start + "in place but none of its variables depends on the loop, so every "
             "iteration would update the same elements"
         )
-    verdict = _disjoint_boxes(loop, bindings, inner, outer)
-    if verdict is None:
-        ranges = {x.loop_var: Range(x.min, x.extent) for x in inner}
-        verdict = any(_increasing(bound(value, ranges), var) for value in bindings)
+    verdict = _affine_in(var, bindings) and _windows_increase(var, bindings, inner)
+    if not verdict:
+        boxed = _disjoint_boxes(loop, bindings, inner, outer)
+        verdict = _windows_increase(var, bindings, inner) if boxed is None else boxed
     if not verdict:
         raise ScheduleError(
             start + "in place, and different iterations may update the same elements (as "
             "when compute_at leaves it recomputing overlapping parts); parallelize a loop "
             "outside the one it is computed at"
         )
+
+
+def _windows_increase(var: Var, bindings: list[PrimExpr], inner: tuple[For, ...]) -> bool:
+    """Whether some binding's window over the inner loops provably moves past itself
+    from one iteration of ``var`` to the next, which makes the iterations disjoint."""
+    ranges = {x.loop_var: Range(x.min, x.extent) for x in inner}
+    return any(_increasing(bound(value, ranges), var) for value in bindings)
+
+
+def _affine_in(var: Var, bindings: list[PrimExpr]) -> bool:
+    """Whether ``var`` appears in no binding under a non-affine operation (a ``//`` or
+    ``%`` of a fused loop), where bounding alone seldom shows the windows increase."""
+    found = False
+
+    def look(n: Node) -> bool:
+        nonlocal found
+        if isinstance(n, _NON_AFFINE) and uses_var(n, var):
+            found = True
+        return not found
+
+    for value in bindings:
+        visit(value, look)
+    return not found
 
 
 def _disjoint_boxes(
