@@ -61,6 +61,11 @@ RECORD_PAGE = 1000
 # ``benchmarks/search.py`` (GEMM, conv2d) ran 10-45 % more trials a second and found
 # schedules as fast; every plausible contender is still timed in full.
 CUTOFF_FACTOR = 3.0
+# A candidate slower than this many times the best so far is no contender for it: the
+# runner times it in fewer loops (``Candidate.contender_seconds``). The searches of
+# ``benchmarks/search.py`` (GEMM, conv2d) measured about a third of their candidates
+# between this and ``CUTOFF_FACTOR``.
+CONTENDER_FACTOR = 1.25
 # Traces of a first batch measured before the rest of it, to give the rest a cutoff.
 SCOUTS = 2
 # The default candidates made in this process, by workload key and target, oldest first.
@@ -483,10 +488,14 @@ class _Loop:
 
     def candidates(self, traces: Sequence[TraceCandidate]) -> list[Candidate]:
         """The traces as the workers' candidates, cut at ``CUTOFF_FACTOR`` times the best
-        so far."""
-        cutoff = None if self.best_seconds is None else CUTOFF_FACTOR * self.best_seconds
+        so far and contenders up to ``CONTENDER_FACTOR`` times it."""
+        best = self.best_seconds
+        cutoff = None if best is None else CUTOFF_FACTOR * best
+        contender = None if best is None else CONTENDER_FACTOR * best
         return [
-            Candidate(self.workload, t.trace_json, self.task.target, self.task.spec, cutoff)
+            Candidate(
+                self.workload, t.trace_json, self.task.target, self.task.spec, cutoff, contender
+            )
             for t in traces
         ]
 

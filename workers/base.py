@@ -76,6 +76,12 @@ class Candidate:
     one timed loop instead of ``repeat`` of them; its output is checked all the same.
     A CPU runner cuts only calls long enough to be the kernel's time rather than its
     start-up (``workers.measure.WARM_CUT_SECONDS``, ``COLD_CUT_SECONDS``).
+
+    ``contender_seconds``, when set, is the slowest a contender for the best can be: a
+    CPU runner times a candidate whose fastest of its first ``OUTSIDER_RUNS`` timed
+    loops is slower in those loops only (``workers.measure``). A tuner sets it a little
+    above the best time so far: the repeats that make a time precise are spent where
+    the precision decides something.
     """
 
     workload: str
@@ -83,6 +89,7 @@ class Candidate:
     target: str = "llvm"
     spec: str | None = None
     cutoff_seconds: float | None = None
+    contender_seconds: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("workload", "trace", "target"):
@@ -93,14 +100,15 @@ class Candidate:
                 )
         if self.spec is not None and not isinstance(self.spec, str):
             raise TypeError(f"Candidate.spec must be JSON text or None, got {type(self.spec)}")
-        cutoff = self.cutoff_seconds
-        if cutoff is not None and (
-            isinstance(cutoff, bool) or not isinstance(cutoff, int | float) or not cutoff > 0
-        ):
-            raise ValueError(
-                f"Candidate.cutoff_seconds must be a positive number of seconds or None (no "
-                f"cutoff), got {cutoff!r}"
-            )
+        for name in ("cutoff_seconds", "contender_seconds"):
+            seconds = getattr(self, name)
+            if seconds is not None and (
+                isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0
+            ):
+                raise ValueError(
+                    f"Candidate.{name} must be a positive number of seconds or None (none), "
+                    f"got {seconds!r}"
+                )
 
     @staticmethod
     def make(
@@ -131,6 +139,7 @@ class Candidate:
             "target": self.target,
             "spec": self.spec,
             "cutoff_seconds": self.cutoff_seconds,
+            "contender_seconds": self.contender_seconds,
         }
 
     @staticmethod
@@ -141,6 +150,7 @@ class Candidate:
             data["target"],
             data.get("spec"),
             data.get("cutoff_seconds"),
+            data.get("contender_seconds"),
         )
 
 

@@ -165,12 +165,15 @@ def test_hooks_are_named_module_colon_attribute() -> None:
 
 def test_candidate_is_plain_json() -> None:
     candidate = matmul_candidate(seed=3)
-    for sent in (candidate, dataclasses.replace(candidate, cutoff_seconds=2.5e-3)):
+    bounded = dataclasses.replace(candidate, cutoff_seconds=2.5e-3, contender_seconds=1e-3)
+    for sent in (candidate, bounded):
         assert Candidate.from_json(json.loads(json.dumps(sent.to_json()))) == sent
     with pytest.raises(TypeError, match="JSON text"):
         Candidate({"op": "matmul"}, "{}")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="cutoff_seconds must be a positive"):
         dataclasses.replace(candidate, cutoff_seconds=0.0)
+    with pytest.raises(ValueError, match="contender_seconds must be a positive"):
+        dataclasses.replace(candidate, contender_seconds=-1.0)
 
 
 def test_measure_config_checks_its_values() -> None:
@@ -408,6 +411,80 @@ def test_a_kernel_of_long_calls_is_timed_in_two_loops() -> None:
     timing = time_in_steps(loops, config, None, deadline=time.monotonic() + 60)
     assert timing == ProfileResult((0.25,) * LONG_CALL_RUNS, 1)
     assert asked == [(1, 1, 0.0)] * LONG_CALL_RUNS
+
+
+def scripted_loops(per_call: Sequence[float], asked: list[tuple[int, int, float]]) -> Any:
+    """A stand-in for ``time_raw`` whose k-th timed loop takes ``per_call[k]`` seconds
+    a call (the last one from then on); it records what it was asked."""
+
+    def loops(number: int, repeat: int, min_repeat_ms: float, *, warmup: int) -> ProfileResult:
+        asked.append((number, repeat, min_repeat_ms))
+        done = sum(r for _, r, _ in asked[:-1])
+        times = [per_call[min(done + k, len(per_call) - 1)] for k in range(repeat)]
+        return ProfileResult(tuple(times), number)
+
+    return loops
+
+
+@pytest.mark.parametrize(
+    ("per_call", "runs"),
+    [
+        ((5e-3, 4e-3, 4e-3), 2),  # both first loops past the contender's 3 ms: an outsider
+        ((5e-3, 2e-3, 2e-3), 5),  # the first loop slowed by something else: timed in full
+        ((2e-3,), 5),  # a contender
+    ],
+)
+def test_an_outsider_of_long_loops_is_timed_in_two(per_call: tuple[float, ...], runs: int) -> None:
+    """Loops of single calls as long as ``min_repeat_ms``: a candidate slower than its
+    ``contender_seconds`` in its first ``OUTSIDER_RUNS`` loops is timed in those."""
+    config = MeasureConfig(repeat=5, min_repeat_ms=1.0)
+    asked: list[tuple[int, int, float]] = []
+    timing = time_in_steps(
+        scripted_loops(per_call, asked),
+        config,
+        1.0,
+        deadline=time.monotonic() + 60,
+        contender_seconds=3e-3,
+    )
+    assert len(timing.results) == runs
+    assert asked == [(1, 1, 0.0)] * runs
+
+
+@pytest.mark.parametrize(
+    ("per_call", "runs"),
+    [
+        ((1e-4, 1.5e-4, 1.4e-4), 2),  # both calibrated loops past the contender's 120 us
+        ((1e-4, 1.5e-4, 1e-4), 5),  # the first calibrated loop slowed: timed in full
+        ((1e-4,), 5),  # a contender
+    ],
+)
+def test_an_outsider_of_short_calls_is_timed_in_two_calibrated_loops(
+    per_call: tuple[float, ...], runs: int
+) -> None:
+    """A kernel of short calls is timed in loops of many calls (``number``); an
+    outsider in two of them, as a kernel of long calls in two loops of one."""
+    config = MeasureConfig(repeat=5, min_repeat_ms=2.0)
+    asked: list[tuple[int, int, float]] = []
+    timing = time_in_steps(
+        scripted_loops(per_call, asked),
+        config,
+        None,
+        deadline=time.monotonic() + 60,
+        contender_seconds=1.2e-4,
+    )
+    assert timing.results == tuple(per_call[min(k, len(per_call) - 1)] for k in range(1, runs + 1))
+    assert asked[0] == (1, 1, 0.0)
+    assert {number for number, _, _ in asked[1:]} == {22}  # 2 ms at 100 us a call, 10 % over
+    assert sum(repeat for _, repeat, _ in asked[1:]) == runs
+
+
+def test_without_a_contender_bound_every_candidate_is_timed_in_full() -> None:
+    config = MeasureConfig(repeat=5, min_repeat_ms=1.0)
+    asked: list[tuple[int, int, float]] = []
+    timing = time_in_steps(
+        scripted_loops((5e-3,), asked), config, None, deadline=time.monotonic() + 60
+    )
+    assert timing.results == (5e-3,) * 5
 
 
 def test_a_kernel_of_microseconds_is_timed_in_full_whatever_its_cutoff() -> None:
