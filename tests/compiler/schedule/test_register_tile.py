@@ -97,13 +97,43 @@ def test_avx512_tiles_channel_blocks_by_columns() -> None:
     assert unrolled_extents(schedule_by_default(func, target=AVX2))[:1] == [4]
 
 
-def test_a_long_vector_loop_gets_no_register_tile() -> None:
-    a = te.placeholder((64, 64), "float32", name="A")
-    b = te.placeholder((64, 256), "float32", name="B")
-    k = te.reduce_axis((0, 64), name="k")
-    c = te.compute((64, 256), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
-    sch = schedule_by_default(te.create_prim_func([a, b, c]), target=AVX2)
-    assert "cache_write" not in kinds_by_name(sch)
+def matmul(m: int, k: int, n: int):
+    a = te.placeholder((m, k), "float32", name="A")
+    b = te.placeholder((k, n), "float32", name="B")
+    r = te.reduce_axis((0, k), name="k")
+    c = te.compute((m, n), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="C")
+    return te.create_prim_func([a, b, c])
+
+
+def test_a_long_vector_loop_is_split_into_a_register_tile_of_two_vectors() -> None:
+    """A matmul's row of 256 elements: left whole, each of its vectors was loaded for
+    one multiply-add. The tile keeps two vectors of it by rows that fill the
+    registers, the rest of the row outside the reduction."""
+    sch = schedule_by_default(matmul(64, 64, 256), target=AVX2)
+    assert "cache_write" in kinds_by_name(sch)
+    assert "T.vectorized(16)" in sch.mod["main"].script()
+    assert unrolled_extents(sch)[:1] == [4]  # 4 rows of 2 vectors: 8 accumulators
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    m=st.integers(1, 40),
+    k=st.integers(1, 70),
+    n=st.sampled_from([8, 16, 40, 64, 96, 256]),
+    seed=st.integers(0, 2**16),
+    scheduled_for=st.sampled_from([AVX2, AVX512]),
+)
+def test_register_tiled_matmuls_compute_what_numpy_does(
+    m: int, k: int, n: int, seed: int, scheduled_for: str
+) -> None:
+    func = schedule_by_default(matmul(m, k, n), target=scheduled_for).mod["main"]
+    lib = compiler.build(func, target=AVX2, default_schedule=False)
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k)).astype("float32")
+    b = rng.standard_normal((k, n)).astype("float32")
+    c = np.zeros((m, n), "float32")
+    lib(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
 
 
 @settings(max_examples=16, deadline=None)
