@@ -14,11 +14,10 @@ KERNEL_ATTRS = 'nounwind "frame-pointer"="none" "no-trapping-math"="true"'
 def kernel_attributes(vector_bits: int) -> str:
     """Attribute group #0, of every function the kernels are made of. With a vector
     width, LLVM is told to use that width: for AVX-512 Intel CPUs (Skylake-SP onwards)
-    it prefers 256-bit vectors by default, vectorizing the loops it vectorizes itself at
-    half the width and splitting the 512-bit operations of a function not marked to
-    need them, while every schedule is measured and its vector width chosen on purpose.
-    On a Xeon with AVX-512 (LLVM's host name ``rocketlake``), ResNet-18's default
-    schedules ran 13 % faster with it."""
+    it prefers 256-bit vectors by default, and the loops it vectorizes by itself got
+    half the width, while every schedule is measured and its vector width chosen on
+    purpose. On a Xeon with AVX-512 (LLVM's host name ``rocketlake``), ResNet-18's
+    default schedules ran 13 % faster with it."""
     widths = ""
     if vector_bits:
         widths = f' "prefer-vector-width"="{vector_bits}" "min-legal-vector-width"="{vector_bits}"'
