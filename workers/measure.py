@@ -270,9 +270,9 @@ def _time_in_calibrated_loops(
         return loops(number, config.repeat, config.min_repeat_ms, warmup=0)
     results = first.results
     if contender_seconds is not None and results[0] > contender_seconds:
-        outsider = min(OUTSIDER_RUNS, config.repeat)
-        if outsider > len(results):
-            results += loops(number, outsider - len(results), 0.0, warmup=0).results
+        more = min(OUTSIDER_RUNS, config.repeat) - 1
+        if more:
+            results += loops(number, more, 0.0, warmup=0).results
         if min(results) > contender_seconds:
             return ProfileResult(results, number)
     if len(results) < config.repeat:

@@ -533,10 +533,10 @@ def _tile_registers(sch: Schedule, block: BlockRV, plan: _Plan) -> None:
     """Give a reduction whose innermost loop is a vector loop (``v``: at most
     ``MAX_TILE_VECTORS`` vectors, or whole vectors) a register tile: ``d`` iterations
     of the innermost outer spatial loop ``r`` that reuses the operand read along ``v``
-    move inside the reduction, just outside ``v`` (``r0 ... R ... r1 v``), and ``v`` keeps ``w``
-    elements of its own there (the rest, ``v0``, moves out too). ``d`` and ``w`` fill
-    the vector registers: ``d * w / lanes`` accumulators, plus ``w / lanes`` for the
-    operand loaded along ``v`` and one for the value broadcast along it. Two vectors
+    move inside the reduction, just outside ``v`` (``r0 ... R ... r1 v``), and ``v``
+    keeps ``w`` elements of its own there (the rest, ``v0``, moves out too). ``d`` and
+    ``w`` fill the vector registers: ``d * w / lanes`` accumulators, plus ``w / lanes``
+    for the operand loaded along ``v`` and one for the value broadcast along it. Two vectors
     wide come first (half the broadcasts per multiply-add) when that still gives
     ``MIN_ACCUMULATORS``; on AVX2 a blocked 3x3 convolution ran at 145-165 GFLOP/s
     with 4 columns by 16 channels, 90-106 with 2 by 16 or 1 by 16, and 116-153 with 7
@@ -549,8 +549,9 @@ def _tile_registers(sch: Schedule, block: BlockRV, plan: _Plan) -> None:
         return
     inner = len(nest.loops) - 1
     width = nest.extent(inner)
-    long = width is not None and width > MAX_TILE_VECTORS * plan.lanes
-    if width is None or (long and width % plan.lanes) or False not in nest.spatial:
+    if width is None or False not in nest.spatial:
+        return
+    if width > MAX_TILE_VECTORS * plan.lanes and width % plan.lanes:
         return
     first_reduce = nest.spatial.index(False)
     if not all(not nest.spatial[k] for k in range(first_reduce, inner)):

@@ -120,10 +120,12 @@ def _check_disjoint_updates(
             start + "in place but none of its variables depends on the loop, so every "
             "iteration would update the same elements"
         )
-    verdict = _affine_in(var, bindings) and _windows_increase(var, bindings, inner)
-    if not verdict:
-        boxed = _disjoint_boxes(loop, bindings, inner, outer)
-        verdict = _windows_increase(var, bindings, inner) if boxed is None else boxed
+    affine = _affine_in(var, bindings)
+    if affine and _windows_increase(var, bindings, inner):
+        return
+    verdict = _disjoint_boxes(loop, bindings, inner, outer)
+    if verdict is None:  # the windows' test, unless it already failed above
+        verdict = not affine and _windows_increase(var, bindings, inner)
     if not verdict:
         raise ScheduleError(
             start + "in place, and different iterations may update the same elements (as "
