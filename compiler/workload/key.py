@@ -97,8 +97,9 @@ def _check_constants(document: Mapping[str, Any]) -> None:
     stack: list[tuple[Any, str]] = [(document, "$")]
     while stack:
         value, path = stack.pop()
-        if isinstance(value, Mapping) and value.get("node") == "dict":
-            items = value["items"]  # an annotation's own keys, not node fields
+        items = value.get("items") if isinstance(value, Mapping) else None
+        if isinstance(items, Mapping) and value.get("node") == "dict":
+            # an annotation's own keys, not node fields (a malformed one is walked below)
             stack.extend((v, f"{path}.{k}") for k, v in items.items())
         elif isinstance(value, Mapping):
             if value.get("node") == "IntImm" and value.get("dtype") in _INT_RANGES:
