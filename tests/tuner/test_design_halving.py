@@ -1,8 +1,9 @@
 """A generated space has several designs (a GEMM: tiled with or without a write
 cache, packed, with its epilogue fused at one level or another). The random points
 take the designs in turns, and the evolutionary search shares its batches among the
-designs fastest so far, halving them as measurements come in (successive halving),
-so that a design whose first random points were slow still gets bred from."""
+designs fastest so far, halving them as measurements come in (successive halving,
+once per equal share of the budget), so that a design whose first random points were
+slow still gets bred from."""
 
 from __future__ import annotations
 
@@ -61,15 +62,23 @@ def test_random_points_take_the_designs_in_turns_and_replay(space: Space) -> Non
     assert illegal >= 10, illegal  # the retry is what the second assertion checks
 
 
-def test_the_designs_a_batch_is_shared_among_halve_fastest_first(space: Space) -> None:
-    """Batch 1 is random (every design); after each DESIGN_HALVING_TRIALS measured, the
-    batch goes to the faster half of the designs before, down to the fastest."""
+@pytest.mark.parametrize("batches", [5, 12])
+def test_the_designs_a_batch_is_shared_among_halve_fastest_first(
+    space: Space, batches: int
+) -> None:
+    """Batch 1 is random (every design); then the batch goes to the faster half of the
+    designs before, down to the fastest, once per equal share of the budget (at least
+    DESIGN_HALVING_TRIALS measured): a budget of 5 batches halves after each batch
+    but the first, one of 12 after every third (this space's designs need three
+    halvings, and the last design gets a stretch to itself)."""
     replay = by_design(space)
     count = space.design_count
+    halvings_needed = math.ceil(math.log2(count))
+    assert halvings_needed == 3, count  # the intervals below assume it
     strategy = search.create(
         "evolutionary",
         space=space,
-        max_trials=5 * DESIGN_HALVING_TRIALS,
+        max_trials=batches * DESIGN_HALVING_TRIALS,
         batch_size=DESIGN_HALVING_TRIALS,
         seed=1,
         epsilon=0.0,
@@ -79,8 +88,14 @@ def test_the_designs_a_batch_is_shared_among_halve_fastest_first(space: Space) -
     while (batch := strategy.generate_measure_candidates()) is not None:
         seen.append({candidate.decisions.design for candidate in batch})
         strategy.notify_runner_results(batch, replay.measure(batch))
-    expected = [set(range(math.ceil(count / 2**halvings))) for halvings in range(5)]
+    budget = batches * DESIGN_HALVING_TRIALS
+    interval = max(DESIGN_HALVING_TRIALS, budget // (halvings_needed + 1))
+    expected = [
+        set(range(math.ceil(count / 2 ** (k * DESIGN_HALVING_TRIALS // interval))))
+        for k in range(batches)
+    ]
     assert seen == expected, (seen, expected)
+    assert seen[-1] == {0}
 
 
 def test_a_search_that_learned_from_other_workloads_keeps_every_design(space: Space) -> None:

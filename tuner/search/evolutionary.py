@@ -45,9 +45,14 @@ mutation never changes the design. Bred from the fastest points alone, a search
 kept to the design of its fastest random first point: over three seeds of a GEMM
 1024^3 at 64 trials, three different designs, at 229, 349 and 445 GFLOP/s. So the
 designs take turns in the random points, and the model-guided batches are shared
-among the designs fastest so far, halved after each ``DESIGN_HALVING_TRIALS``
-measurements (successive halving) down to one; unless the search learned from other
-workloads' records, whose model judges every design from the first ask.
+among the designs fastest so far, halved down to one (successive halving), once per
+equal share of the budget (``max_trials`` over the halvings needed and one more
+stretch for the last design, at least ``DESIGN_HALVING_TRIALS``); unless the search
+learned from other workloads' records, whose model judges every design from the
+first ask. Halving after a fixed 16 measurements instead locked a 1,000-trial GEMM
+search to one design at its 48th trial: it spent 950 trials on a design that
+reached 344 GFLOP/s, while two 64-trial seeds that kept another reached 386 with it
+(``-mcpu=rocketlake``, each run's best re-timed by that run).
 
 Scoring a point with the program's features needs its candidate, a replay of its
 trace that costs tens of milliseconds for a blocked convolution, and generations
@@ -108,8 +113,8 @@ ATTEMPTS_PER_POINT = 4
 # The points per candidate wanted that the decision model's ranking sends to be
 # replayed and ranked by the program's model.
 SHORTLIST_PER_CANDIDATE = 2
-# The measured points after which the designs a batch is shared among halve
-# (``EvolutionarySearch._kept_designs``).
+# The fewest measured points between two halvings of the designs a batch is shared
+# among (``EvolutionarySearch._kept_designs``).
 DESIGN_HALVING_TRIALS = 16
 # The share of each batch that the location sweep takes (rounded up), and how many
 # of the fastest point's location neighbours per point taken it replays to rank.
@@ -223,11 +228,11 @@ class EvolutionarySearch(ModelGuidedSearch):
 
     def _kept_designs(self) -> list[int] | None:
         """The designs this ask shares its batch among, fastest measured first:
-        successive halving. Every design while fewer than DESIGN_HALVING_TRIALS points
-        were measured (this search's and its sibling workloads'), then the faster half
-        of them, and half of that again after each further DESIGN_HALVING_TRIALS, down
-        to one. A design's first random points say little of its best, and before
-        this, a search bred only from the design of its fastest first point.
+        successive halving. Every design until ``_halving_interval`` points were
+        measured (this search's and its sibling workloads'), then the faster half of
+        them, and half of that again after each further interval, down to one. A
+        design's first random points say little of its best, and before this, a search
+        bred only from the design of its fastest first point.
 
         None (every design, without shares) when the search learned from other
         workloads' records that are not its siblings': the model those records taught
@@ -241,11 +246,19 @@ class EvolutionarySearch(ModelGuidedSearch):
             for point, target in zip(points, targets.tolist(), strict=True):
                 best[point.design] = max(target, best.get(point.design, target))
         evidence = sum(len(points) for points, _ in groups)
-        halvings = evidence // DESIGN_HALVING_TRIALS
         designs = self.space.design_count
+        halvings = evidence // self._halving_interval(designs)
         ranked = sorted(best, key=lambda d: -best[d])
         ranked += [d for d in range(designs) if d not in best]
         return ranked[: max(1, math.ceil(designs / 2**halvings))]
+
+    def _halving_interval(self, designs: int) -> int:
+        """The measured points between two halvings of ``designs``: the budget split
+        evenly over the halvings that leave one and the stretch that one gets alone
+        (successive halving's schedule), so that a long search compares its designs on
+        more points than a short one; at least DESIGN_HALVING_TRIALS."""
+        stretches = math.ceil(math.log2(max(designs, 2))) + 1
+        return max(DESIGN_HALVING_TRIALS, self.max_trials // stretches)
 
     def _relative_points(self, *, own: bool) -> list[tuple[list[Decisions], np.ndarray]]:
         """The sibling workloads' measured points, and this search's when ``own``, each
