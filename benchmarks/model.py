@@ -16,7 +16,8 @@ with a budget, it tunes the model's tasks (``tuner.model_tune``) with the local
 workers into a temporary SQLite database, printing each round on stderr, and times
 and checks the model built from that database the same way. The task table gives each task's kind,
 weight, MFLOP (all its occurrences), the trials it got, its best time, and its GFLOP/s
-against the machine's nominal FMA peak (``fma_peak_gflops``), and the time a call of
+against the machine's FMA peak, measured at the start (``fma_peak.py``; the nominal
+one, from the base clock, is printed beside it), and the time a call of
 its kernel takes inside the model (tuned, or default without a budget): where that
 exceeds the best time, the task's measurements flatter it. A 3x3 convolution is a
 task per algorithm (direct, ``[winograd2]``, ``[winograd4]``); the model runs the
@@ -48,11 +49,11 @@ import onnx  # noqa: E402
 import db  # noqa: E402
 import workers  # noqa: E402
 from compiler.graph import Graph, GraphModule, import_onnx  # noqa: E402
-from compiler.target.llvm import LLVMTarget  # noqa: E402
 from tuner.model_tasks import ModelTask, extract_tasks, tuned_tasks  # noqa: E402
 from tuner.model_tune import ModelTuneOptions, ModelTuneResult, tune_model  # noqa: E402
 
 sys.path.append(_HERE)  # the packages are imported: now the sibling modules can be
+from fma_peak import measured_fma_peak_gflops, nominal_fma_peak_gflops  # noqa: E402
 from model_zoo import FULL, MODELS, SMALL, Size  # noqa: E402
 from onnx_peer import onnxruntime_version  # noqa: E402
 from record_cost_model_fixture import machine  # noqa: E402
@@ -197,30 +198,19 @@ def tuned(
     return result, check(module)
 
 
-def fma_peak_gflops() -> float | None:
-    """The CPU's nominal float32 peak: threads x 2 FMA pipes x vector lanes x 2 FLOPs
-    x the clock ``/proc/cpuinfo`` reports (None where it reports none). Two FMA pipes
-    per core is what x86 server cores since Haswell and Zen 2 have."""
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            mhz = next(float(line.split(":")[1]) for line in cpuinfo if line.startswith("cpu MHz"))
-    except (OSError, StopIteration, ValueError):
-        return None
-    target = LLVMTarget.parse("llvm")
-    return target.threads * 2 * (target.vector_bits // 32) * 2 * mhz / 1e3
-
-
 def task_rows(
-    tasks: list[ModelTask], result: ModelTuneResult | None, in_model: dict[str, float]
+    tasks: list[ModelTask],
+    result: ModelTuneResult | None,
+    in_model: dict[str, float],
+    peak: float | None,
 ) -> list[dict[str, Any]]:
     """Each task's weight, MFLOP, trials and best time, with its GFLOP/s against the
-    FMA peak (a Winograd task counts the direct convolution's FLOPs, so it can pass
+    FMA ``peak`` (GFLOP/s; a Winograd task counts the direct convolution's FLOPs, so it can pass
     the peak: it does fewer multiplications), and its kernel's time per call inside
     the model (``in_model``, by workload key; none for an algorithm the model does not
     run)."""
     states = {} if result is None else {p.task.task.workload_key: p.state for p in result.tasks}
     total = 0 if result is None else result.trials
-    peak = fma_peak_gflops()
     rows = []
     for task in tasks:
         state = states.get(task.task.workload_key)
@@ -246,7 +236,12 @@ def task_rows(
 
 
 def bench(
-    name: str, size: Size, trials: int, conv_block: int | None, database: str | None
+    name: str,
+    size: Size,
+    trials: int,
+    conv_block: int | None,
+    database: str | None,
+    peak: float | None,
 ) -> dict[str, Any]:
     model = MODELS[name](np.random.default_rng(0), size)
     graph = import_onnx(model)
@@ -279,7 +274,7 @@ def bench(
         row |= tuning_fields(result)
         print_ours("tuned", row["tuned"])
         print_tuning(row)
-    row["tasks"] = task_rows(tasks, result, in_model)
+    row["tasks"] = task_rows(tasks, result, in_model, peak)
     print_tasks(row["tasks"])
     return row
 
@@ -404,13 +399,21 @@ def main() -> None:
     if version is None:
         parser.error("onnxruntime is not installed: pip install -e '.[bench]'")
     cpu = machine()
+    peak, nominal = measured_fma_peak_gflops(), nominal_fma_peak_gflops()
+    nominal_text = "unknown" if nominal is None else f"{nominal:.0f}"
     print(f"{cpu}; onnxruntime {version}")
+    print(f"FMA peak: measured {peak:.0f} GFLOP/s (nominal, at the base clock: {nominal_text})")
     size = SMALL if args.small else FULL
     if args.conv_block is not None and args.conv_block < 0:
         parser.error("--conv-block must be 0 (NCHW) or a block size")
     report = {
         name: bench(
-            name, size, args.trials, args.conv_block, database_path(args.database, name, names)
+            name,
+            size,
+            args.trials,
+            args.conv_block,
+            database_path(args.database, name, names),
+            peak,
         )
         for name in names
     }
@@ -420,6 +423,8 @@ def main() -> None:
             "onnxruntime": version,
             "trials": args.trials,
             "conv_block": args.conv_block,
+            "fma_peak_gflops": peak,
+            "nominal_fma_peak_gflops": nominal,
             "models": report,
         }
         print(json.dumps(significant(document)))

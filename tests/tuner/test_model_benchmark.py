@@ -1,14 +1,17 @@
 """benchmarks/model.py end to end on its shrunken models: built, checked against
 onnxruntime, tuned for two trials each, and reported as one JSON object last. About a
-minute on 2 cores, so left out of CI (``pytest -m slow`` runs it)."""
+minute on 2 cores, so left out of CI (``pytest -m slow`` runs it). And the FMA loop
+whose throughput is the peak that the task table measures kernels against."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import statistics
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -53,3 +56,22 @@ def test_the_model_benchmark_runs_small_and_prints_json_last() -> None:
         assert all(task["trials"] is None for task in row["tasks"] if not task["worth_tuning"])
         assert any(task["in_model_ms"] for task in row["tasks"])  # the kernels the model runs
         assert f"{name} round 2: 2/2 trials" in result.stderr
+
+
+def fma_peak() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("fma_peak", ROOT / "benchmarks" / "fma_peak.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("iterations", [0, 1, 3, 40])
+def test_the_fma_loop_runs_every_chain_as_often_as_asked(iterations: int) -> None:
+    """Each chain is ``acc * 0.5 + 1`` from 0, so after n steps 2 - 2 ** (1 - n); the
+    loop returns the sum over its chains (exact in float32 for these n)."""
+    peak = fma_peak()
+    loop = peak.FmaLoop()
+    chain = 2.0 - 2.0 ** (1 - iterations) if iterations else 0.0
+    assert loop(iterations) == pytest.approx(peak.ACCUMULATORS * chain, rel=1e-6)
+    assert loop.flops(iterations) == 2 * loop.lanes * peak.ACCUMULATORS * iterations
