@@ -58,7 +58,9 @@ def test_the_model_benchmark_runs_small_and_prints_json_last() -> None:
         assert f"{name} round 2: 2/2 trials" in result.stderr
 
 
+@pytest.fixture(scope="module")
 def fma_peak() -> ModuleType:
+    """benchmarks/fma_peak.py, loaded once (benchmarks/ is no package)."""
     spec = importlib.util.spec_from_file_location("fma_peak", ROOT / "benchmarks" / "fma_peak.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -67,11 +69,12 @@ def fma_peak() -> ModuleType:
 
 
 @pytest.mark.parametrize("iterations", [0, 1, 3, 40])
-def test_the_fma_loop_runs_every_chain_as_often_as_asked(iterations: int) -> None:
+def test_the_fma_loop_runs_every_chain_as_often_as_asked(
+    fma_peak: ModuleType, iterations: int
+) -> None:
     """Each chain is ``acc * 0.5 + 1`` from 0, so after n steps 2 - 2 ** (1 - n); the
     loop returns the sum over its chains (exact in float32 for these n)."""
-    peak = fma_peak()
-    loop = peak.FmaLoop()
+    loop = fma_peak.FmaLoop()
     chain = 2.0 - 2.0 ** (1 - iterations) if iterations else 0.0
-    assert loop(iterations) == pytest.approx(peak.ACCUMULATORS * chain, rel=1e-6)
-    assert loop.flops(iterations) == 2 * loop.lanes * peak.ACCUMULATORS * iterations
+    assert loop(iterations) == pytest.approx(fma_peak.ACCUMULATORS * chain, rel=1e-6)
+    assert loop.flops(iterations) == 2 * loop.lanes * fma_peak.ACCUMULATORS * iterations
