@@ -101,11 +101,12 @@ MAX_TILE_VECTORS = 2
 # pipes of four cycles each).
 MIN_ACCUMULATORS = 8
 # The most output channel blocks a register tile spans (``_tile_channels``), and the
-# vector registers it leaves to LLVM: ResNet-18's 14x14 convolutions ran 1.6x slower
-# with a tile of 2 blocks by 14 pixels and its two weight vectors (31 of 32 AVX-512
-# registers) than with 2 by 7, and a tile of 8 blocks by 2 pixels slower still.
+# vector registers it leaves to LLVM besides the accumulators, the channel blocks'
+# vector operands and the broadcast value: 2 blocks by 14 pixels (31 of 32 AVX-512
+# registers) ran ResNet-18's 56x56 and 28x28 convolutions 1.3-1.4x faster than 4 by 4
+# on an AVX-512 Xeon, and its 14x14 ones 1.2x.
 MAX_CHANNEL_GROUP = 4
-SPARE_REGISTERS = 4
+SPARE_REGISTERS = 1
 # The farthest apart, in elements, that a channel tile's broadcast operand may be
 # read from one tile column to the next (a blocked convolution's neighbouring pixels
 # are one block apart): a matrix's rows a row apart made BERT's 3072-deep dense 8 %
@@ -563,9 +564,10 @@ def _tile_registers(sch: Schedule, block: BlockRV, plan: _Plan) -> None:
     # the tile leaves every thread an iteration of the loops outside it
     others = nest.product(k for k in range(first_reduce) if k != row) or 1
     least = -(-plan.threads // others) if plan.parallel else 1
-    if _tile_channels(sch, block, nest, row, plan):
-        return
     columns, vector = _register_tile(nest.extent(row) or 1, width, plan, least)
+    vectors = -(-vector // plan.lanes)
+    if _tile_channels(sch, block, nest, row, plan, _load_cost(vectors, columns)):
+        return
     if columns == 1:
         return
     loops = sch.get_loops(block)
@@ -579,16 +581,22 @@ def _tile_registers(sch: Schedule, block: BlockRV, plan: _Plan) -> None:
     sch.cache_write(block, 0, "local")
 
 
-def _tile_channels(sch: Schedule, block: BlockRV, nest: _Nest, row: int, plan: _Plan) -> bool:
+def _tile_channels(
+    sch: Schedule, block: BlockRV, nest: _Nest, row: int, plan: _Plan, to_beat: float
+) -> bool:
     """Give the register tile a second dimension where one fits: ``g`` iterations of
     a loop that the operand read along the vector loop moves with and the broadcast
     operand does not (a blocked convolution's output channel blocks, ``_channel_loop``)
     move inside the reduction beside the ``d`` columns, so that each broadcast value
-    feeds ``g`` multiply-adds and each vector operand ``d``: ``R... g d v``, a tile of
+    feeds ``g`` multiply-adds and each vector operand ``d``: ``R... d g v``, a tile of
     ``g * d`` accumulators (``_channel_tile``). This is the shape of onnxruntime's
-    NCHWc kernels (up to four channel blocks by a few pixels). Returns whether it
-    tiled; the block then accumulates in a local buffer, as ``_tile_registers``
-    leaves it."""
+    NCHWc kernels (up to four channel blocks by a few pixels). The channel blocks run
+    inside the columns, so that LLVM keeps the ``g`` vector operands in registers for
+    the whole tile and each broadcast only for its ``g`` multiply-adds; the other way
+    round it kept the ``d`` broadcasts instead, and a tile of 2 blocks by 14 columns
+    spilled and ran at half the speed. It tiles only where its ``_load_cost`` is below
+    ``to_beat``, the cost of the tile of columns alone. Returns whether it tiled; the
+    block then accumulates in a local buffer, as ``_tile_registers`` leaves it."""
     first_reduce = nest.spatial.index(False)
     channel = _channel_loop(nest, row, first_reduce)
     if channel is None:
@@ -599,6 +607,8 @@ def _tile_channels(sch: Schedule, block: BlockRV, nest: _Nest, row: int, plan: _
     if tile is None:
         return False
     columns, group = tile
+    if _load_cost(group * -(-width // plan.lanes), columns) >= to_beat:
+        return False
     loops = sch.get_loops(block)
     _, row_inner = sch.split(loops[row], [None, columns])
     _, channel_inner = sch.split(loops[channel], [None, group])
@@ -607,7 +617,7 @@ def _tile_channels(sch: Schedule, block: BlockRV, nest: _Nest, row: int, plan: _
     tiled = {channel_inner.var.name, row_inner.var.name, names[-1]}
     first = min(names.index(channel_inner.var.name), names.index(row_inner.var.name))
     moved_out = [loop for loop in loops[first:] if loop.var.name not in tiled]
-    sch.reorder(*moved_out, channel_inner, row_inner, loops[-1])
+    sch.reorder(*moved_out, row_inner, channel_inner, loops[-1])
     sch.cache_write(block, 0, "local")
     return True
 
@@ -661,8 +671,7 @@ def _channel_tile(
     per vector of the ``width`` loop) reach ``MIN_ACCUMULATORS`` and, with a vector
     operand per block and the broadcast value, leave ``SPARE_REGISTERS``, and that
     leave the threads ``PARALLEL_GRAIN`` iterations each of the ``others`` loops and
-    the tile's outer loops: the fewest loads per multiply-add ((blocks + columns) /
-    (blocks * columns)), then the most accumulators."""
+    the tile's outer loops: the least ``_load_cost``, then the most accumulators."""
     vectors = -(-width // plan.lanes)
     budget = plan.registers - SPARE_REGISTERS - 1
     best: tuple[tuple[float, int], tuple[int, int]] | None = None
@@ -675,10 +684,19 @@ def _channel_tile(
                 continue
             if plan.parallel and others * (channels // group) * (rows // columns) < plan.want:
                 continue
-            key = ((group * vectors + columns) / accumulators, -accumulators)
+            key = (_load_cost(group * vectors, columns), -accumulators)
             if best is None or key < best[0]:
                 best = (key, (columns, group))
     return None if best is None else best[1]
+
+
+def _load_cost(vectors: int, columns: int) -> float:
+    """Loads per multiply-add of a register tile of ``columns`` by ``vectors`` vector
+    accumulators, the vector loads counted twice. Each reduction step loads the
+    ``vectors`` and broadcasts one value per column: the vector operands are a
+    convolution's weights, streamed through the caches once per tile, where the
+    broadcasts come from a few input rows that stay in the nearest one."""
+    return (2 * vectors + columns) / (vectors * columns)
 
 
 def _reuse_rows(nest: _Nest, along: Var, positions: Iterable[int]) -> list[int]:

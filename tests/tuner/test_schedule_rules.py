@@ -12,7 +12,7 @@ from generated_cases import SHAPES, expected, inputs, workload
 from workloads import mm_relu, softmax
 
 import compiler
-from compiler import te
+from compiler import te, topi
 from compiler.ir.function import PrimFunc
 from compiler.ir.node import Node, visit
 from compiler.ir.stmt import For, ForKind
@@ -99,6 +99,23 @@ def test_the_tiling_of_a_matmul_runs_ssrsrs() -> None:
     assert all(t.decision[-1] <= 64 for t in tiles)
     for cached in forks[1:]:
         assert '"local"' in cached.mod["main"].script()
+
+
+def blocked_conv() -> PrimFunc:
+    data = te.placeholder((1, 2, 6, 6, 16), "float32", name="data")
+    kernel = te.placeholder((4, 2, 3, 3, 16, 16), "float32", name="kernel")
+    return te.create_prim_func([data, kernel, topi.conv2d_nchwc(data, kernel, padding=1)])
+
+
+def test_the_register_tile_of_a_blocked_convolution_runs_its_channel_blocks_inside() -> None:
+    """The output channel blocks index only the weight, read as vectors: they run
+    innermost in the register tile, inside the rows and columns that the input's
+    broadcast values move with, in every fork."""
+    forks = apply(MultiLevelTiling(), Schedule(blocked_conv()), "conv2d_nchwc")
+    assert len(forks) == 5  # plain, accumulator after level 1 or 2, each with W packed
+    for fork in forks:
+        names = [lp.loop_var.name for lp in P.loops_above(fork.mod["main"], "conv2d_nchwc")]
+        assert names[-5:] == ["n_3", "y_3", "x_3", "oo_3", "oi_3"]
 
 
 def test_the_tiling_packs_the_operand_read_as_vectors_at_level_1() -> None:

@@ -281,6 +281,35 @@ def broadcast_vector(sch: Schedule, block: BlockRV, lanes: int) -> BroadcastVect
     return None
 
 
+def vector_operand_loops(sch: Schedule, block: BlockRV, vector_loop: int) -> set[int]:
+    """The spatial loops (positions above the block) whose variable indexes only inputs
+    that are also read along loop ``vector_loop``, the loop a micro-kernel vectorizes:
+    a blocked convolution's output channel blocks, which index only the weight (read
+    as vectors), not the input (a broadcast per pixel). In a register tile these
+    loops go innermost, so that their vector operands stay in registers and each
+    broadcast value is used by all of them at once. The nest is plain."""
+    realize = realize_of(sch, block)
+    pairs = list(zip(realize.block.iter_vars, realize.iter_values, strict=True))
+    loops = loops_of(sch, block)
+
+    def var_of(k: int) -> E.Var | None:
+        bound = [iv.var for iv, value in pairs if uses_var(value, loops[k].loop_var)]
+        return bound[0] if len(bound) == 1 else None
+
+    along = var_of(vector_loop)
+    outputs = {id(b) for b in writes_of(realize.block)}
+    inputs = [a for a in block_accesses(realize.block)[0] if id(a.buffer) not in outputs]
+    found = set()
+    for k, kind in enumerate(loop_kinds(sch, block)):
+        var = var_of(k)
+        if kind != SPATIAL or k == vector_loop or var is None or along is None:
+            continue
+        indexed = [a for a in inputs if any(uses_var(r.min, var) for r in a.region)]
+        if indexed and all(any(uses_var(r.min, along) for r in a.region) for a in indexed):
+            found.add(k)
+    return found
+
+
 def _dims_using(block: Block, var: E.Var) -> dict[int, tuple[Buffer, list[int]]]:
     """Per buffer the block accesses with ``var`` in its indices (by ``id``), the
     buffer and those dimensions."""

@@ -28,7 +28,10 @@ input pixel a broadcast, the kernel stored once with a vector of output channels
 innermost, the accumulator laid out channels-last so that it stays in registers, and
 the finished tile written back to NCHW. It needs no blocked layout outside the
 kernel, and no vector runs past a row of an odd width: at 1x64x56x56 it ran 1.6x the
-columns micro-kernel's best (``-mcpu=znver5``).
+columns micro-kernel's best (``-mcpu=znver5``). The vectors of channels run inside
+the tile's rows and columns, so that the weight vectors stay in registers across the
+tile and each broadcast only for its multiply-adds (``compiler.schedule.default``'s
+channel tile says what the other order cost).
 """
 
 from __future__ import annotations
@@ -57,8 +60,9 @@ REDUCE_ORDERS = ((0, 1, 2, 3), (0, 2, 3, 1), (2, 3, 0, 1))
 # Orders of depthwise's outer loops (c0, y0, x0, c1, y1).
 DEPTHWISE_ORDERS = ((0, 1, 2, 3, 4), (0, 3, 1, 4, 2), (0, 1, 3, 4, 2))
 # The channels micro-kernel's tile: at most this many vector accumulators (on
-# AVX-512, tiles of 28 ran at half the speed of 2x1x7's 14 at 1x64x56x56), of at most
-# this many vectors of channels and rows.
+# AVX-512, tiles of 28 ran at half the speed of 2x1x7's 14 at 1x64x56x56, measured
+# while the vectors of channels ran outside the columns), of at most this many
+# vectors of channels and rows.
 MAX_ACCUMULATORS = 16
 MAX_CHANNEL_VECTORS = 4
 MAX_TILE_ROWS = 4
@@ -153,11 +157,11 @@ def _vectorize_channels(
     x0, x1 = sch.split(x, [None, columns])
     rc0, rc1 = cfg["tile_rc"].apply(sch, rc)
     reduction = cfg["reduce_order"].apply(sch, [rc0, rc1, ry, rx])
-    sch.reorder(n, o0, y0, x0, *reduction, o1, y1, x1, o2)
+    sch.reorder(n, o0, y0, x0, *reduction, y1, x1, o1, o2)
     rewrite_layout_free(sch)
     _place_padding(sch, pads, "root")  # a select per broadcast ran 9x slower
     _accumulate(sch, block, epilogues, x0, reduction[0], layout="n, o, y, x -> n, y, x, o")
-    for loop in (o1, y1, x1):
+    for loop in (y1, x1, o1):
         sch.unroll(loop)
     sch.vectorize(o2)
     parallelize(sch, [n, o0, y0, x0], cfg["parallel"].val, cpu_target(cfg).threads)
