@@ -16,7 +16,9 @@ The block says which loops those are with ``TILE_TRANSFORM_ATTR``:
 - ``{"tile": m, "axes": [rows, columns]}``: the positions of the spatial block
   variables that are image rows and columns (the last two when ``axes`` is left out):
   each is split by ``m`` and the inner pieces index a tile element. The other spatial
-  loops stay outside in their order (a blocked output's channel block among them).
+  loops stay outside in their order, but for the last when it is not an image axis
+  (a blocked output's channel block, contiguous in the output and in what the
+  transform reads): that one goes innermost, below the unrolled tile, vectorized.
 """
 
 from __future__ import annotations
@@ -42,13 +44,17 @@ def schedule_tile_transform(sch: Schedule, block: BlockRV) -> list[LoopRV]:
     spec = sch.get(block).annotations[TILE_TRANSFORM_ATTR]
     loops = sch.get_loops(block)
     reduces = _binds_reduce(sch, block, loops)
+    lanes: list[LoopRV] = []
     if isinstance(spec, dict):
         spatial = [loop for loop, r in zip(loops, reduces, strict=True) if not r]
         row_at, col_at = (int(a) for a in spec.get("axes", [len(spatial) - 2, len(spatial) - 1]))
         row_out, row_in = sch.split(spatial[row_at], [None, int(spec["tile"])])
         col_out, col_in = sch.split(spatial[col_at], [None, int(spec["tile"])])
+        if len(spatial) - 1 not in (row_at, col_at):
+            lanes = spatial[-1:]  # a channel block, last in the output
         rest = [loop for k, loop in enumerate(spatial) if k not in (row_at, col_at)]
         outer = [*rest[:row_at], row_out, col_out, *rest[row_at:]]
+        outer = [loop for loop in outer if loop not in lanes]
         tile = [row_in, col_in]
     else:
         chosen = _bound_loops(sch, block, loops, {int(p) for p in spec})
@@ -57,9 +63,11 @@ def schedule_tile_transform(sch: Schedule, block: BlockRV) -> list[LoopRV]:
     # The tile's outputs outside the reduce loops: each output is summed in a register
     # (with the reduce loops outside, LLVM kept every output in memory: 2x slower).
     inner = [*tile, *(loop for loop, r in zip(loops, reduces, strict=True) if r)]
-    sch.reorder(*outer, *inner)
+    sch.reorder(*outer, *inner, *lanes)
     for loop in inner:
         sch.unroll(loop)
+    for loop in lanes:
+        sch.vectorize(loop)
     return outer
 
 

@@ -118,6 +118,35 @@ def test_the_default_schedule_unrolls_the_tile_transforms() -> None:
     assert len(unrolled) == 9 and "p_1" in unrolled
 
 
+def test_a_blocked_output_transform_vectorizes_its_channel_block_below_the_tile() -> None:
+    """NCHW[x]c: the output's channel block is contiguous in the output and in the
+    batched GEMM's result, so it runs innermost, vectorized, under the unrolled 4x4
+    pixels and 6x6 tile; the loops over tiles run in parallel."""
+    data = te.placeholder((1, 2, 8, 8, 16), name="data")
+    kernel = te.placeholder((2, 2, 3, 3, 16, 16), name="kernel")
+    out = topi.nn.conv2d_winograd_nchwc(data, kernel, 1, 4)
+    func = mark_layout_free(te.create_prim_func([data, kernel, out]), ["kernel"])
+    scheduled = default_schedule(func, target="llvm -mcpu=skylake-avx512 -num-cores=2")
+    nest = [n for n in loops_in(scheduled) if n.loop_var.name in _OUTPUT_LOOPS]
+    assert [(n.loop_var.name, n.kind) for n in nest[-5:]] == [
+        ("y_1", ForKind.UNROLLED),
+        ("x_1", ForKind.UNROLLED),
+        ("ea", ForKind.UNROLLED),
+        ("eb", ForKind.UNROLLED),
+        ("c", ForKind.VECTORIZED),
+    ]
+    assert nest[0].kind is ForKind.PARALLEL
+
+
+_OUTPUT_LOOPS = {"n_cb_y_0_x_0_fused", "y_1", "x_1", "ea", "eb", "c"}
+
+
+def loops_in(func) -> list[For]:
+    found: list[For] = []
+    visit(func.body, lambda n: found.append(n) if isinstance(n, For) else None)
+    return found
+
+
 def test_winograd_counts_the_direct_convolutions_flops() -> None:
     spec = {
         "op": "conv2d_winograd_nchw",
