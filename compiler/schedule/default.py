@@ -788,9 +788,10 @@ def _parallelize_outer(sch: Schedule, block: BlockRV, count: int) -> None:
 
 
 def _tile_transform(sch: Schedule, block: BlockRV, plan: _Plan) -> None:
-    """A Winograd transform: its loops over one tile innermost and unrolled
-    (``compiler.schedule.tile_transform``), the loops over tiles fused in parallel."""
-    outer = schedule_tile_transform(sch, block)
+    """A Winograd transform: its loops over one tile innermost and unrolled, a blocked
+    output's channel block vectorized below them (``compiler.schedule.tile_transform``),
+    the loops over tiles fused in parallel."""
+    outer = schedule_tile_transform(sch, block, vector_channels=True)
     if plan.parallel and outer:
         sch.parallel(sch.fuse(*outer) if len(outer) > 1 else outer[0])
 
