@@ -121,7 +121,8 @@ def test_the_default_schedule_unrolls_the_tile_transforms() -> None:
 def test_a_blocked_output_transform_vectorizes_its_channel_block_below_the_tile() -> None:
     """NCHW[x]c: the output's channel block is contiguous in the output and in the
     batched GEMM's result, so it runs innermost, vectorized, under the unrolled 4x4
-    pixels and 6x6 tile; the loops over tiles run in parallel."""
+    pixels and 6x6 tile, summing into a local tile (summed in the output, the kernel
+    took seconds to build); the loops over tiles run in parallel."""
     data = te.placeholder((1, 2, 8, 8, 16), name="data")
     kernel = te.placeholder((2, 2, 3, 3, 16, 16), name="kernel")
     out = topi.nn.conv2d_winograd_nchwc(data, kernel, 1, 4)
@@ -136,6 +137,7 @@ def test_a_blocked_output_transform_vectorizes_its_channel_block_below_the_tile(
         ("c", ForKind.VECTORIZED),
     ]
     assert nest[0].kind is ForKind.PARALLEL
+    assert 'T.alloc_buffer((1, 2, 8, 8, 16), "float32", scope="local")' in scheduled.script()
 
 
 _OUTPUT_LOOPS = {"n_cb_y_0_x_0_fused", "y_1", "x_1", "ea", "eb", "c"}
