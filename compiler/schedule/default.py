@@ -603,12 +603,12 @@ def _tile_channels(
         return False
     others = nest.product(k for k in range(first_reduce) if k not in (row, channel)) or 1
     width = nest.extent(len(nest.loops) - 1) or 1
-    tile = _channel_tile(nest.extent(row) or 1, nest.extent(channel) or 1, width, plan, others)
+    tile = _channel_tile(
+        nest.extent(row) or 1, nest.extent(channel) or 1, width, plan, others, to_beat
+    )
     if tile is None:
         return False
     columns, group = tile
-    if _load_cost(group * -(-width // plan.lanes), columns) >= to_beat:
-        return False
     loops = sch.get_loops(block)
     _, row_inner = sch.split(loops[row], [None, columns])
     _, channel_inner = sch.split(loops[channel], [None, group])
@@ -664,14 +664,15 @@ def _element_stride(buffer: Buffer, indices: tuple[PrimExpr, ...], var: Var) -> 
 
 
 def _channel_tile(
-    rows: int, channels: int, width: int, plan: _Plan, others: int
+    rows: int, channels: int, width: int, plan: _Plan, others: int, to_beat: float
 ) -> tuple[int, int] | None:
     """(columns, channel blocks) of ``_tile_channels``'s tile, or None when no tile
     of at least two blocks fits. Of the tiles whose accumulators (``blocks * columns``
     per vector of the ``width`` loop) reach ``MIN_ACCUMULATORS`` and, with a vector
     operand per block and the broadcast value, leave ``SPARE_REGISTERS``, and that
     leave the threads ``PARALLEL_GRAIN`` iterations each of the ``others`` loops and
-    the tile's outer loops: the least ``_load_cost``, then the most accumulators."""
+    the tile's outer loops, and whose ``_load_cost`` is below ``to_beat``: the least
+    ``_load_cost``, then the most accumulators."""
     vectors = -(-width // plan.lanes)
     budget = plan.registers - SPARE_REGISTERS - 1
     best: tuple[tuple[float, int], tuple[int, int]] | None = None
@@ -685,6 +686,8 @@ def _channel_tile(
             if plan.parallel and others * (channels // group) * (rows // columns) < plan.want:
                 continue
             key = (_load_cost(group * vectors, columns), -accumulators)
+            if key[0] >= to_beat:
+                continue
             if best is None or key < best[0]:
                 best = (key, (columns, group))
     return None if best is None else best[1]

@@ -55,17 +55,17 @@ def schedule_tile_transform(
     spec = sch.get(block).annotations[TILE_TRANSFORM_ATTR]
     loops = sch.get_loops(block)
     reduces = _binds_reduce(sch, block, loops)
-    lanes: list[LoopRV] = []
+    lanes: LoopRV | None = None
     if isinstance(spec, dict):
         spatial = [loop for loop, r in zip(loops, reduces, strict=True) if not r]
         row_at, col_at = (int(a) for a in spec.get("axes", [len(spatial) - 2, len(spatial) - 1]))
         row_out, row_in = sch.split(spatial[row_at], [None, int(spec["tile"])])
         col_out, col_in = sch.split(spatial[col_at], [None, int(spec["tile"])])
         if vector_channels and len(spatial) - 1 not in (row_at, col_at):
-            lanes = spatial[-1:]  # a channel block, last in the output
+            lanes = spatial[-1]  # a channel block, last in the output
         rest = [loop for k, loop in enumerate(spatial) if k not in (row_at, col_at)]
         outer = [*rest[:row_at], row_out, col_out, *rest[row_at:]]
-        outer = [loop for loop in outer if loop not in lanes]
+        outer = [loop for loop in outer if loop is not lanes]
         tile = [row_in, col_in]
     else:
         chosen = _bound_loops(sch, block, loops, {int(p) for p in spec})
@@ -74,11 +74,11 @@ def schedule_tile_transform(
     # The tile's outputs outside the reduce loops: each output is summed in a register
     # (with the reduce loops outside, LLVM kept every output in memory: 2x slower).
     inner = [*tile, *(loop for loop, r in zip(loops, reduces, strict=True) if r)]
-    sch.reorder(*outer, *inner, *lanes)
+    sch.reorder(*outer, *inner, *([lanes] if lanes is not None else []))
     for loop in inner:
         sch.unroll(loop)
-    for loop in lanes:
-        sch.vectorize(loop)
+    if lanes is not None:
+        sch.vectorize(lanes)
         _accumulate_tile(sch, block, outer[-1], inner[0])
     return outer
 

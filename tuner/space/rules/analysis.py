@@ -297,12 +297,14 @@ def vector_operand_loops(sch: Schedule, block: BlockRV, vector_loop: int) -> set
         return bound[0] if len(bound) == 1 else None
 
     along = var_of(vector_loop)
+    if along is None:
+        return set()
     outputs = {id(b) for b in writes_of(realize.block)}
     inputs = [a for a in block_accesses(realize.block)[0] if id(a.buffer) not in outputs]
     found = set()
     for k, kind in enumerate(loop_kinds(sch, block)):
         var = var_of(k)
-        if kind != SPATIAL or k == vector_loop or var is None or along is None:
+        if kind != SPATIAL or k == vector_loop or var is None:
             continue
         indexed = [a for a in inputs if any(uses_var(r.min, var) for r in a.region)]
         if indexed and all(any(uses_var(r.min, along) for r in a.region) for a in indexed):

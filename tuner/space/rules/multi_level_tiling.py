@@ -137,15 +137,25 @@ def _tile(
     sch: Schedule, block: BlockRV, innermost: int | None = None
 ) -> tuple[list[LoopRV], LoopRV]:
     """Split and reorder the nest ``S0 S1 R0 S2 R1 S3`` (and the loop at position
-    ``innermost``, untiled, last); the loops that end the FUSE_LEVELS (the last of
+    ``innermost``, untiled, last), ``S3`` with the loops that only the vector operands
+    move with innermost: with a blocked convolution's channel blocks outside its
+    columns, LLVM kept a broadcast per column live across the tile instead of a weight
+    vector per block, and a tile of 2 blocks by 14 columns spilled and ran at half the
+    speed (AVX-512); the loops that end the FUSE_LEVELS (the last of
     ``S0``, of ``S1``) and the outermost reduction loop."""
     kinds = loop_kinds(sch, block)
-    vector_loop = innermost if innermost is not None else _last_spatial(kinds)
+    vector_loop = (
+        innermost
+        if innermost is not None
+        else max(k for k, kind in enumerate(kinds) if kind == SPATIAL)
+    )
     inside = vector_operand_loops(sch, block, vector_loop)
     spatial: list[list[LoopRV]] = [[] for _ in range(SPATIAL_TILES)]
     reduce: list[list[LoopRV]] = [[] for _ in range(REDUCE_TILES)]
     kept: list[LoopRV] = []
-    register_inner: list[LoopRV] = []
+    # S3's order: the loops the broadcast operands move with, then those only the vector
+    # operands move with (``vector_operand_loops``), then the vector loop's own piece
+    register_rank: dict[LoopRV, int] = {}
     for k, (loop, kind) in enumerate(zip(sch.get_loops(block), kinds, strict=True)):
         if k == innermost:
             kept.append(loop)
@@ -155,35 +165,12 @@ def _tile(
         pieces = sch.split(loop, factors)
         for level, piece in zip(spatial if kind == SPATIAL else reduce, pieces, strict=True):
             level.append(piece)
-        if k in inside:
-            register_inner.append(pieces[-1])
+        register_rank[pieces[-1]] = 2 if k == vector_loop else 1 if k in inside else 0
     s0, s1, s2, s3 = spatial
     r0, r1 = reduce
-    s3 = _vector_operands_inside(s3, register_inner, vector_loop != innermost)
+    s3 = sorted(s3, key=register_rank.__getitem__)
     sch.reorder(*s0, *s1, *r0, *s2, *r1, *s3, *kept)
     return [spatial[level - 1][-1] for level in FUSE_LEVELS], r0[0]
-
-
-def _last_spatial(kinds: Sequence[str | None]) -> int:
-    return max(k for k, kind in enumerate(kinds) if kind == SPATIAL)
-
-
-def _vector_operands_inside(
-    tile: list[LoopRV], inside: list[LoopRV], ends_with_vector: bool
-) -> list[LoopRV]:
-    """The register tile ``S3`` with the loops ``inside`` (``vector_operand_loops``)
-    moved innermost, just outside the vector loop (the tile's last, when
-    ``ends_with_vector``). With a blocked convolution's channel blocks outside its
-    columns, LLVM kept a broadcast per column live across the tile instead of a weight
-    vector per block: a tile of 2 blocks by 14 columns spilled and ran at half the
-    speed (AVX-512)."""
-    vector = tile[-1:] if ends_with_vector else []
-    body = tile[:-1] if ends_with_vector else tile
-    return [
-        *[loop for loop in body if loop not in inside],
-        *[loop for loop in body if loop in inside],
-        *vector,
-    ]
 
 
 def _epilogue(sch: Schedule, block: BlockRV) -> BlockRV | None:
