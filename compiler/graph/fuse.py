@@ -7,6 +7,12 @@ activation; an elementwise node with no anchor before it heads a group of its ow
 a reduction (softmax, layer norm, pooling) and an injective node (reshape,
 transpose, concatenate, pad) stay alone (``compiler.graph.ops.Pattern``).
 
+A value that several elementwise nodes read joins them to its group when they form
+one chain of their own that every reader of the value belongs to: an activation
+that reads its input twice, such as GELU's ``x * (1 + erf(x / sqrt 2)) / 2`` or
+Swish's ``x * sigmoid(x)``, becomes the epilogue of the dense layer or convolution
+that makes ``x``, instead of a kernel that reads ``x`` back from memory.
+
 A reshape or transpose that one other node reads (through more of them, maybe) is
 that node's group's *prologue*: the group indexes the data in place, so the
 attention heads' transposes cost no kernel of their own (``ops.view_of``). A lone
@@ -98,6 +104,7 @@ def fuse(graph: Graph) -> list[FusedGroup]:
             chain_of.pop(chains[joined][-1].output)
             chains[joined].append(node)
         chain_of[node.output] = joined
+    chains = _join_activations(chains, consumers, outputs)
     groups = []
     for chain in chains:
         prologue = _prologue(chain, in_place)
@@ -177,6 +184,31 @@ def _chain_to_join(
         if OPS[chains[chain][0].op].pattern in TAKES_EPILOGUE:
             return chain
     return None
+
+
+def _join_activations(
+    chains: list[list[Node]], consumers: dict[str, list[Node]], outputs: set[str]
+) -> list[list[Node]]:
+    """``chains`` with each elementwise chain that holds every reader of another
+    chain's last value appended to that chain (see the module docstring)."""
+    made_by = {chain[-1].output: k for k, chain in enumerate(chains)}
+    joined: dict[int, int] = {}  # an absorbed chain -> the chain it joined
+    for k, chain in enumerate(chains):
+        if OPS[chain[0].op].pattern not in (Pattern.ELEMWISE, Pattern.BROADCAST):
+            continue
+        members = {id(node) for node in chain}
+        for value in dict.fromkeys(v for node in chain for v in node.inputs):
+            target = made_by.get(value)
+            while target in joined:
+                target = joined[target]
+            if target is None or target == k or value in outputs:
+                continue
+            takes = OPS[chains[target][0].op].pattern in TAKES_EPILOGUE
+            if takes and all(id(reader) in members for reader in consumers.get(value, [])):
+                chains[target] = [*chains[target], *chain]
+                joined[k] = target
+                break
+    return [chain for k, chain in enumerate(chains) if k not in joined]
 
 
 def _outside_inputs(chain: list[Node]) -> tuple[str, ...]:

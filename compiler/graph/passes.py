@@ -157,11 +157,11 @@ Fit = Callable[[str, list[Node]], str | None]
 
 
 def sink_below(graph: Graph, moving: Node, node: Node, fit: Fit, names: Iterator[str]) -> bool:
-    """Compute ``node`` on the input of ``moving`` (a layout node that only ``node``
-    reads: a reshape, a layout transform) and apply ``moving`` after it instead, when
-    every other operand of ``node`` has a stand-in: ``fit(value, added)`` names it
-    (appending any node it needs to ``added``) or returns None, and then nothing
-    changes."""
+    """Compute ``node`` on the input of ``moving`` (a layout node: a reshape, a layout
+    transform) and apply ``moving`` after it instead, when every other operand of
+    ``node`` has a stand-in: ``fit(value, added)`` names it (appending any node it
+    needs to ``added``) or returns None, and then nothing changes. ``moving`` stays
+    while other nodes read it."""
     (source,) = moving.inputs
     if graph.types[node.output].shape != graph.types[moving.output].shape:
         return False  # the node broadcasts the moved value itself to more elements
@@ -178,8 +178,9 @@ def sink_below(graph: Graph, moving: Node, node: Node, fit: Fit, names: Iterator
     after = dataclasses.replace(moving, inputs=(computed,), output=node.output, name=node.name)
     at = graph.nodes.index(node)
     graph.nodes[at : at + 1] = [*added, moved, after]
-    graph.nodes.remove(moving)
-    del graph.types[moving.output]
+    if not any(moving.output in n.inputs for n in graph.nodes):
+        graph.nodes.remove(moving)
+        del graph.types[moving.output]
     return True
 
 

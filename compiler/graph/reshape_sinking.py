@@ -15,7 +15,11 @@ epilogue, by three local rules applied until none applies:
   shape (``y' = reshape(y)``, a view too), or a constant over trailing dimensions
   that the reshape keeps (a bias)
 
-each only where the reshape's result has no other reader and is no model output.
+each only where the reshape's result is no model output and every node that reads
+it is elementwise or broadcast. A reshape that several such nodes read (GELU reads
+its input twice) sinks below each of them in turn and goes once none reads it, so
+the activation meets the matmul's result unreshaped and fuses with it
+(``compiler.graph.fuse``).
 """
 
 from __future__ import annotations
@@ -42,6 +46,10 @@ def _apply_one_rule(graph: Graph, names: Iterator[str]) -> bool:
     producer = graph.producer()
     consumers = graph.consumers()
     for node in graph.nodes:
+        if node.op == RESHAPE and node.output not in graph.outputs and node.output not in consumers:
+            graph.nodes.remove(node)  # every reader moved below it
+            del graph.types[node.output]
+            return True
         if (
             node.op == RESHAPE
             and graph.types[node.inputs[0]].shape == graph.types[node.output].shape
@@ -51,12 +59,15 @@ def _apply_one_rule(graph: Graph, names: Iterator[str]) -> bool:
                 return True
         for value in node.inputs:
             reshape = producer.get(value)
-            if reshape is None or reshape.op != RESHAPE or not _alone(graph, value, consumers):
+            if reshape is None or reshape.op != RESHAPE or value in graph.outputs:
                 continue
+            readers = consumers.get(value, [])
             if node.op == RESHAPE:
-                _merge(graph, reshape, node)
-                return True
-            if OPS[node.op].pattern not in MOVABLE:
+                if len(readers) == 1:
+                    _merge(graph, reshape, node)
+                    return True
+                continue
+            if not all(OPS[reader.op].pattern in MOVABLE for reader in readers):
                 continue
             if _extends_chain(graph, reshape.inputs[0], producer, consumers):
                 if _sink(graph, reshape, node, names, producer, consumers):

@@ -58,6 +58,7 @@ from functools import cached_property, partial
 
 import numpy as np
 
+from compiler.arith import same_expr
 from compiler.arith.linear import stride
 from compiler.arith.simplifier import simplify
 from compiler.ir import expr as E
@@ -826,8 +827,9 @@ def _accumulate_in_registers(sch: Schedule, block: BlockRV) -> None:
 
 
 def _fuse_epilogue(sch: Schedule, block: BlockRV) -> None:
-    """The elementwise block that reads a register tile's written-back result (a
-    convolution's bias add and activation) is folded into the write-back
+    """The elementwise blocks that read a register tile's written-back result (a
+    convolution's bias add and activation; a dense layer's bias add and then the GELU
+    that reads the sum twice) are folded into the write-back one after another
     (``reverse_compute_inline``), whose rows are unrolled and whose vector loop is
     vectorized: the tile is stored once, finished, from the registers, instead of
     written whole to memory and read back by a pass of its own. Nothing happens
@@ -847,21 +849,53 @@ def _fuse_epilogue(sch: Schedule, block: BlockRV) -> None:
     write_backs = [r for r in dataflow.readers(func, stores[0].buffer) if r is not realize]
     if len(write_backs) != 1 or len(_stores(write_backs[0])) != 1:
         return
-    write_back = write_backs[0]
-    written = _stores(write_back)[0].buffer
-    readers = [r for r in dataflow.readers(func, written) if r is not write_back]
-    if len(readers) != 1:
+    name = write_backs[0].block.name
+    folded = False
+    while (reader := _epilogue_of(sch, name, block.func_name)) is not None:
+        sch.reverse_compute_inline(sch.get_block(reader, block.func_name))
+        folded = True
+    if not folded:
         return
-    others = [b for b in dataflow.reads_of(readers[0].block) if b is not written]
-    if any(_elements(b) >= _elements(written) for b in others):
-        return
-    sch.reverse_compute_inline(sch.get_block(readers[0].block.name, block.func_name))
-    loops = sch.get_loops(sch.get_block(write_back.block.name, block.func_name))
+    loops = sch.get_loops(sch.get_block(name, block.func_name))
     sch.vectorize(loops[-1])
     shared = {loop.var.name for loop in sch.get_loops(block)}
     for loop in loops[:-1]:
         if loop.var.name not in shared:
             sch.unroll(loop)
+
+
+def _epilogue_of(sch: Schedule, write_back: str, func_name: str) -> str | None:
+    """The name of the one block that reads what ``write_back`` writes, when it reads no
+    other tensor of that size (``_fuse_epilogue``); an activation fused after a bias
+    add (GELU) is the next one once the add is folded in."""
+    func = sch.mod[func_name]
+    realize = find_block_realize(func.body, write_back)
+    stores = [] if realize is None else _stores(realize)
+    if len(stores) != 1:
+        return None
+    written = stores[0].buffer
+    readers = [r for r in dataflow.readers(func, written) if r is not realize]
+    if len(readers) != 1:
+        return None
+    reader = readers[0].block
+    others = [b for b in dataflow.reads_of(reader) if b is not written]
+    if any(_elements(b) >= _elements(written) for b in others):
+        return None
+    points = [indices for buffer, indices in _loads(reader) if buffer is written]
+    if any(not all(map(same_expr, points[0], p)) for p in points[1:]):
+        return None  # read across a window: not one element per point
+    return reader.name
+
+
+def _loads(block: Block) -> list[tuple[Buffer, tuple[PrimExpr, ...]]]:
+    found: list[tuple[Buffer, tuple[PrimExpr, ...]]] = []
+
+    def collect(n: Node) -> None:
+        if isinstance(n, E.BufferLoad):
+            found.append((n.buffer, n.indices))
+
+    visit(block.body, collect)
+    return found
 
 
 def _elements(buffer: Buffer) -> float:

@@ -69,8 +69,22 @@ def test_auto_inline_folds_an_elementwise_chain_into_one_nest() -> None:
     assert P.block_names(sch.mod["main"]) == ["B"]  # D folded into C, C into B
 
 
-def test_auto_inline_does_not_recompute_an_expensive_producer() -> None:
+def test_auto_inline_moves_an_expensive_producer_into_its_one_reader() -> None:
     sch = Schedule(elementwise_chain(expensive=True))
+    (after,) = apply(AutoInline(), sch, "B")  # C reads exp(A) once: nothing recomputed
+    assert "B" not in P.block_names(after.mod["main"])
+
+
+@pytest.mark.parametrize("readers", ["one reading twice", "two"])
+def test_auto_inline_does_not_recompute_an_expensive_producer(readers: str) -> None:
+    a = te.placeholder((8, 16), name="A")
+    b = te.compute((8, 16), lambda i, j: te.exp(a[i, j]), name="B")
+    if readers == "two":
+        c = te.compute((8, 16), lambda i, j: b[i, j] * 2.0, name="C")
+        d = te.compute((8, 16), lambda i, j: b[i, j] - c[i, j], name="D")
+    else:
+        d = te.compute((8, 16), lambda i, j: b[i, j] * b[i, j], name="D")
+    sch = Schedule(te.create_prim_func([a, d]))
     (after,) = apply(AutoInline(), sch, "B")
     assert after is sch and "B" in P.block_names(after.mod["main"])
 

@@ -167,6 +167,29 @@ def test_illegal_decisions_are_skipped_not_measured() -> None:
     assert all(space.describe(c)["parallel_k"] is False for c in measured)
 
 
+def test_a_space_without_a_legal_point_ends_the_search() -> None:
+    """A template that refuses every point (a matmul template on a workload whose
+    epilogue it cannot fold) of a space too large to enumerate: the search gives up
+    after ILLEGAL_TURNS turns without a legal draw instead of drawing forever."""
+
+    def always_illegal(cfg, sch):  # type: ignore[no-untyped-def]
+        loops = sch.get_loops(sch.get_block("C"))
+        for name, loop in zip(("tile_i", "tile_j", "tile_k"), loops, strict=True):
+            cfg.define_split(name, loop, num_outputs=4)
+        k_pieces = cfg["tile_k"].apply(sch, loops[-1])
+        sch.parallel(k_pieces[-1])  # a piece of the reduction: refused
+
+    space = spaces.create(
+        "template", func=small_matmul(64, 64, 64), template=Template("t", always_illegal, ("C",))
+    )
+    assert isinstance(space, EnumerableSpace) and space.size > 100_000
+    strategy = search.create("random", space=space, max_trials=16)
+    assert strategy.generate_measure_candidates() is None
+    assert strategy.exhausted and strategy.trials == 0
+    # the random strategy's proposals and the batch's random fill each give up
+    assert 0 < sum(o.invalid for o in strategy.history) <= 2 * search.base.ILLEGAL_TURNS
+
+
 # ---- end to end on the replayed space ------------------------------------------------------
 
 

@@ -4,15 +4,18 @@ schedules known to be fast."""
 
 from __future__ import annotations
 
+import math
 import random
 
 import numpy as np
 import pytest
 
 import compiler
+from compiler import te, topi
 from compiler.ir.function import PrimFunc
 from compiler.runtime.prepacked import pack_arguments
 from compiler.schedule import ScheduleError, Trace
+from compiler.schedule import primitives as P
 from compiler.workload.spec import workload_from_spec
 from tuner.space import TemplateSpace
 
@@ -114,6 +117,38 @@ def test_sampled_candidates_compute_the_right_result(name: str) -> None:
         back = space.candidate_from_trace(Trace.from_json(candidate.trace_json))
         assert back is not None and back.decisions == point
         built += 1
+
+
+def _matmul_bias_gelu() -> PrimFunc:
+    """A model's first feed-forward matmul with its GELU as the graph fuses it: the
+    bias add's sum ``h`` read twice, by the divide and by the multiply."""
+    a = te.placeholder((12, 9), name="A")
+    b = te.placeholder((9, 40), name="B")
+    bias = te.placeholder((40,), name="bias")
+    product = topi.matmul(a, b)
+    h = te.compute((12, 40), lambda i, j: product[i, j] + bias[j], name="T_add")
+    scaled = te.compute((12, 40), lambda i, j: h[i, j] / math.sqrt(2), name="T_divide")
+    erf = te.compute((12, 40), lambda i, j: te.erf(scaled[i, j]), name="T_erf")
+    shifted = te.compute((12, 40), lambda i, j: erf[i, j] + 1.0, name="T_add_1")
+    gated = te.compute((12, 40), lambda i, j: h[i, j] * shifted[i, j], name="T_multiply")
+    out = te.compute((12, 40), lambda i, j: gated[i, j] * 0.5, name="T_multiply_1")
+    return te.create_prim_func([a, b, bias, out])
+
+
+def test_the_matmul_template_takes_an_activation_that_reads_the_bias_add_twice() -> None:
+    """Every sampled point is a program (none used to be: the epilogue was folded in
+    as a chain) that computes the matmul and its GELU from the register tile."""
+    func = _matmul_bias_gelu()
+    space = TemplateSpace(func, "matmul.x86")
+    args, expected = _inputs_and_expected(func, np.random.default_rng(5))
+    picks = random.Random(7)
+    for _ in range(6):
+        point = space.random_decisions(picks)
+        program = space.program(space.candidate(point)).func
+        assert {"T_add", "T_erf", "T_multiply_1"}.isdisjoint(P.block_names(program))
+        out = np.full_like(expected, np.nan)
+        compiler.build(program)(*args[:-1], out)
+        np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4, err_msg=str(point))
 
 
 def test_the_matmul_space_holds_the_hand_schedule_and_its_neighbours() -> None:

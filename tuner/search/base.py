@@ -44,6 +44,10 @@ from tuner.space.base import Decisions, EnumerableSpace, Space, TraceCandidate
 RANDOM_MISSES = 256
 # Draws of one design's random point until one replays (``random_unvisited``).
 LEGAL_DRAWS = 8
+# Designs' turns in a row in which no draw replayed before a space counts as holding
+# no legal point (every point refused: a template that cannot schedule the workload),
+# so that the search stops instead of drawing forever.
+ILLEGAL_TURNS = 64
 # The fastest measured points that are measured a second time (``confirm_top``).
 CONFIRM_TOP = 2
 
@@ -266,7 +270,8 @@ class SearchStrategy(abc.ABC):
 
     def random_unvisited(self) -> Iterator[Decisions]:
         """Random points not yet visited, without repeats, until none is left (an
-        enumerable space) or RANDOM_MISSES draws in a row were all visited; the designs
+        enumerable space), RANDOM_MISSES draws in a row were all visited, or in
+        ILLEGAL_TURNS turns in a row no draw replayed; the designs
         take turns (``design_rotation``), each drawn until a point replays (at most
         LEGAL_DRAWS times), so that a design whose points are often illegal still gets
         its turn."""
@@ -278,13 +283,15 @@ class SearchStrategy(abc.ABC):
             self.exhausted = True
             return
         designs = design_rotation(range(space.design_count), self.rng)
-        misses = 0
-        while misses < RANDOM_MISSES:
+        misses = illegal = 0
+        while misses < RANDOM_MISSES and illegal < ILLEGAL_TURNS:
             design = next(designs)
             for _ in range(LEGAL_DRAWS):
                 decisions = space.random_decisions(self.rng, design)
-                if decisions not in self._visited and replays(space, decisions):
+                legal = decisions not in self._visited and replays(space, decisions)
+                if legal:
                     break
+            illegal = 0 if legal else illegal + 1
             if decisions in self._visited:
                 misses += 1
                 continue

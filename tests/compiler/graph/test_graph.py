@@ -3,12 +3,15 @@ on random inputs and weights."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from graph_builder import CONV, GraphBuilder
 
 from compiler.graph import GraphError, GraphModule, Node, fuse, optimize
 from compiler.graph.passes import fold_scale_into_conv
+from compiler.schedule.default import schedule_by_default
 from compiler.topi.reference import conv2d_nchw_im2col
 
 
@@ -64,6 +67,37 @@ def test_a_value_read_twice_or_returned_ends_its_group(rng) -> None:
     # (a model output) ends the residual one, and the gate takes the multiply
     assert names == ["conv2d_add", "add_relu", "sigmoid_multiply"]
     assert groups[-1].inputs == ("normed", "y")
+
+
+def test_gelu_reading_its_input_twice_is_the_dense_layers_epilogue(rng) -> None:
+    """GELU, ``h * (1 + erf(h / sqrt 2)) / 2``, reads the dense layer's biased output
+    ``h`` twice: it joins the dense layer's group, and the default schedule computes it
+    from the register tile as the tile is written back (no block of its own, no
+    buffer for ``h``)."""
+    b = GraphBuilder()
+    x = b.input("x", (64, 96))
+    b.constant("w", rng.standard_normal((256, 96)))
+    b.constant("bias", rng.standard_normal(256))
+    for name, value in (("root2", math.sqrt(2)), ("one", 1.0), ("half", 0.5)):
+        b.constant(name, np.array(value))
+    b.node("dense", x, "w", out="d")
+    b.node("add", "d", "bias", out="h")
+    b.node("divide", "h", "root2", out="s")
+    b.node("erf", "s", out="e")
+    b.node("add", "e", "one", out="e1")
+    b.node("multiply", "h", "e1", out="g")
+    b.node("multiply", "g", "half", out="y")
+    graph = b.returns("y")
+    (group,) = fuse(graph)
+    assert group.name == "dense_add_divide_erf_add_multiply_multiply"
+    sch = schedule_by_default(group.prim_func(graph))
+    blocks = [block.name for block in sch.get_child_blocks(sch.get_block("root"))]
+    assert blocks == ["p1_layout", "T_dense_init", "T_dense", "T_dense_local"]
+    x_value = rng.standard_normal((64, 96)).astype("float32")
+    (y,) = GraphModule(graph).run(x=x_value).values()
+    h = x_value @ graph.constants["w"].T + graph.constants["bias"]
+    expected = h * (1 + np.vectorize(math.erf)(h / math.sqrt(2))) / 2
+    np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)
 
 
 def test_a_reduction_stays_alone_and_groups_run_after_what_they_read(rng) -> None:

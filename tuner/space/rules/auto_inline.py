@@ -5,13 +5,18 @@ A producer is inlined into its consumers (``compute_inline``) when every consume
 is elementwise too: inlined into a reduction it would be evaluated once per
 reduction step (a convolution's padding is left to the compute-location rule,
 which may still inline it as one of its choices). A block calling a costly
-intrinsic (``exp``) is never inlined, since each consumer would evaluate it again.
+intrinsic (``exp``, ``erf``) is inlined only into a single consumer that reads it
+once per point (GELU's ``erf`` into the multiply that ends it), since any other
+consumer would evaluate it again.
 An elementwise output block whose producers are all elementwise is folded into
 its producer instead (``reverse_compute_inline``), which recomputes nothing.
 """
 
 from __future__ import annotations
 
+from compiler.ir import expr as E
+from compiler.ir.node import Node, visit
+from compiler.ir.stmt import Block
 from compiler.schedule import BlockRV, Schedule
 from tuner.space.rules.analysis import (
     attempt,
@@ -21,6 +26,7 @@ from tuner.space.rules.analysis import (
     is_output,
     producers,
     realize_of,
+    written,
 )
 from tuner.space.rules.base import ScheduleRule
 
@@ -34,10 +40,27 @@ class AutoInline(ScheduleRule):
             return [sch]
         if not is_output(sch, block):
             users = consumers(sch, block)
-            if is_expensive(body) or not users or any(u.is_reduction for u in users):
+            if not users or any(u.is_reduction for u in users):
+                return [sch]
+            if is_expensive(body) and not _read_once_by_one(body, users):
                 return [sch]
             return [attempt(sch, lambda s: s.compute_inline(block)) or sch]
         sources = producers(sch, block)
         if len(sources) != 1 or not is_injective(sources[0]):
             return [sch]
         return [attempt(sch, lambda s: s.reverse_compute_inline(block)) or sch]
+
+
+def _read_once_by_one(block: Block, users: list[Block]) -> bool:
+    """Whether one block reads what ``block`` writes, at one load."""
+    if len(users) != 1:
+        return False
+    outputs = {id(b) for b in written(block)}
+    loads = []
+
+    def collect(n: Node) -> None:
+        if isinstance(n, E.BufferLoad) and id(n.buffer) in outputs:
+            loads.append(n)
+
+    visit(users[0].body, collect)
+    return len(loads) == 1

@@ -3,9 +3,12 @@ parallelizing."""
 
 from __future__ import annotations
 
+import itertools
+
 from compiler.ir.expr import IntImm
 from compiler.ir.layout_free import layout_free_params
 from compiler.schedule import BlockRV, LoopRV, Schedule
+from compiler.schedule.primitives.dataflow import readers, writes_of
 from compiler.target.llvm import LLVMTarget
 from tuner.space.base import SpaceError
 from tuner.space.config import ConfigEntity
@@ -44,6 +47,36 @@ def blocks_after(sch: Schedule, block: BlockRV) -> list[BlockRV]:
     blocks = sch.get_child_blocks(sch.get_block("root"))
     names = [b.name for b in blocks]
     return blocks[names.index(block.name) + 1 :]
+
+
+def fold_epilogues(sch: Schedule, epilogues: list[BlockRV]) -> None:
+    """Fold the elementwise blocks after a product (``blocks_after``) into the block
+    that writes the product back. A chain, each block reading the one before, is
+    reverse-inlined block by block. An activation that reads an earlier result twice
+    (GELU reads the bias add's sum twice) makes no chain: every block but the last is
+    inlined into its readers, and the last, which then reads the product alone, is
+    reverse-inlined."""
+    if _is_chain(sch, epilogues):
+        for epilogue in epilogues:
+            sch.reverse_compute_inline(epilogue)
+        return
+    for epilogue in epilogues[:-1]:
+        sch.compute_inline(epilogue)
+    sch.reverse_compute_inline(epilogues[-1])
+
+
+def _is_chain(sch: Schedule, blocks: list[BlockRV]) -> bool:
+    """Whether each of ``blocks`` but the last is read by the next one alone."""
+    func = sch.mod["main"]
+    for block, after in itertools.pairwise(blocks):
+        read_by = {
+            realize.block.name
+            for buffer in writes_of(sch.get(block))
+            for realize in readers(func, buffer)
+        }
+        if read_by != {after.name}:
+            return False
+    return True
 
 
 def blocks_named(sch: Schedule, prefix: str) -> list[BlockRV]:

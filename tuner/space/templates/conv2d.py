@@ -47,6 +47,7 @@ from tuner.space.templates.common import (
     cpu_target,
     divisors,
     extent,
+    fold_epilogues,
     has_constant_weights,
     kernel_tiles,
     parallelize,
@@ -229,7 +230,6 @@ def _accumulate(
     write_back = sch.cache_write(block, 0, "local")
     if layout is not None:
         sch.transform_layout(block, ("write", 0), layout)
-    for epilogue in epilogues:
-        sch.reverse_compute_inline(epilogue)
+    fold_epilogues(sch, epilogues)
     sch.reverse_compute_at(write_back, spatial)
     sch.decompose_reduction(block, first_reduce)

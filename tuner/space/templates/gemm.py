@@ -33,6 +33,7 @@ from tuner.space.templates.common import (
     blocks_after,
     cpu_target,
     extent,
+    fold_epilogues,
     has_constant_weights,
     kernel_tiles,
     parallelize,
@@ -108,8 +109,7 @@ def gemm_template(cfg: ConfigEntity, sch: Schedule, block_name: str, *, batch: b
     spatial_outer = outer[: outer.index(k0)]
     accumulate_at = spatial_outer[-1] if spatial_outer else b
     write_back = sch.cache_write(block, 0, "local")
-    for epilogue in epilogues:
-        sch.reverse_compute_inline(epilogue)
+    fold_epilogues(sch, epilogues)
     if accumulate_at is not None:
         sch.reverse_compute_at(write_back, accumulate_at)
     sch.decompose_reduction(block, k0)

@@ -27,7 +27,7 @@ from compiler.ir.function import PrimFunc
 from compiler.schedule import BlockRV, LoopRV, Schedule
 from compiler.target.cuda import CudaTarget
 from tuner.space.config import ConfigEntity
-from tuner.space.templates.common import divisors
+from tuner.space.templates.common import divisors, fold_epilogues
 
 # The widths a cooperative fetch may copy per thread (float, float2, float4).
 FETCH_VECTORS = (1, 2, 4)
@@ -89,8 +89,7 @@ def local_accumulator(sch: Schedule, block: BlockRV, epilogues: list[BlockRV]) -
     by the returned block. Done before tiling: cache_write needs to see that the block
     writes all of its output, which fused and split loops hide."""
     write_back = sch.cache_write(block, 0, "local")
-    for epilogue in epilogues:
-        sch.reverse_compute_inline(epilogue)
+    fold_epilogues(sch, epilogues)
     return write_back
 
 
