@@ -62,7 +62,7 @@ from compiler.arith import same_expr
 from compiler.arith.linear import stride
 from compiler.arith.simplifier import simplify
 from compiler.ir import expr as E
-from compiler.ir.analysis import find_block_realize, substitute, uses_var
+from compiler.ir.analysis import block_accesses, find_block_realize, substitute, uses_var
 from compiler.ir.buffer import Buffer
 from compiler.ir.expr import PrimExpr, Range, Var
 from compiler.ir.function import IRModule, PrimFunc
@@ -881,21 +881,10 @@ def _epilogue_of(sch: Schedule, write_back: str, func_name: str) -> str | None:
     others = [b for b in dataflow.reads_of(reader) if b is not written]
     if any(_elements(b) >= _elements(written) for b in others):
         return None
-    points = [indices for buffer, indices in _loads(reader) if buffer is written]
+    points = [[r.min for r in a.region] for a in block_accesses(reader)[0] if a.buffer is written]
     if any(not all(map(same_expr, points[0], p)) for p in points[1:]):
         return None  # read across a window: not one element per point
     return reader.name
-
-
-def _loads(block: Block) -> list[tuple[Buffer, tuple[PrimExpr, ...]]]:
-    found: list[tuple[Buffer, tuple[PrimExpr, ...]]] = []
-
-    def collect(n: Node) -> None:
-        if isinstance(n, E.BufferLoad):
-            found.append((n.buffer, n.indices))
-
-    visit(block.body, collect)
-    return found
 
 
 def _elements(buffer: Buffer) -> float:

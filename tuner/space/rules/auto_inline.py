@@ -14,8 +14,7 @@ its producer instead (``reverse_compute_inline``), which recomputes nothing.
 
 from __future__ import annotations
 
-from compiler.ir import expr as E
-from compiler.ir.node import Node, visit
+from compiler.ir.analysis import block_accesses
 from compiler.ir.stmt import Block
 from compiler.schedule import BlockRV, Schedule
 from tuner.space.rules.analysis import (
@@ -56,11 +55,5 @@ def _read_once_by_one(block: Block, users: list[Block]) -> bool:
     if len(users) != 1:
         return False
     outputs = {id(b) for b in written(block)}
-    loads = []
-
-    def collect(n: Node) -> None:
-        if isinstance(n, E.BufferLoad) and id(n.buffer) in outputs:
-            loads.append(n)
-
-    visit(users[0].body, collect)
-    return len(loads) == 1
+    reads = block_accesses(users[0])[0]
+    return sum(id(access.buffer) in outputs for access in reads) == 1
