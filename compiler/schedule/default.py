@@ -73,6 +73,7 @@ from compiler.schedule import primitives as P
 from compiler.schedule.errors import ScheduleError
 from compiler.schedule.handles import BlockRV, LoopRV
 from compiler.schedule.layout_rewrite import rewrite_layout_free
+from compiler.schedule.partition import rows_outside_channels
 from compiler.schedule.primitives import dataflow
 from compiler.schedule.schedule import SCHEDULED_ATTR, Schedule
 from compiler.schedule.tile_transform import is_tile_transform, schedule_tile_transform
@@ -786,8 +787,8 @@ def _parallel_choices(sch: Schedule, block: BlockRV, plan: _Plan) -> list[int]:
 
 
 def _parallelize_outer(sch: Schedule, block: BlockRV, count: int) -> None:
-    loops = sch.get_loops(block)
-    fused = sch.fuse(*loops[:count]) if count > 1 else loops[0]
+    loops = rows_outside_channels(sch, sch.get_loops(block)[:count])
+    fused = sch.fuse(*loops) if count > 1 else loops[0]
     sch.parallel(fused)
 
 

@@ -44,6 +44,7 @@ from compiler.ir.layout_free import LAYOUT_REWRITE_ATTR
 from compiler.ir.stmt import BlockRealize, For, ForKind
 from compiler.schedule import BlockRV, Schedule, ScheduleError
 from compiler.schedule.layout_rewrite import rewrite_layout_free
+from compiler.schedule.partition import rows_outside_channels
 from tuner.space.rules.analysis import (
     SCALAR_CALLS,
     SPATIAL,
@@ -133,6 +134,8 @@ def _parallelize(sch: Schedule, blocks: list[BlockRV], extent: int) -> tuple[Sch
         if not loops or id(loops[0].loop_var) in nests:
             continue
         nests.add(id(loops[0].loop_var))
+        sch = _rows_first(sch, block, extent)
+        loops = loops_of(sch, block)
         for count in range(_leading(sch, block, extent), 0, -1):
             trial = attempt(sch, partial(_fuse_parallel, block=block, count=count))
             if trial is not None:
@@ -146,6 +149,24 @@ def _parallelize(sch: Schedule, blocks: list[BlockRV], extent: int) -> tuple[Sch
             "with a spatial loop that can run in parallel; this point is not a program"
         )
     return sch, least if nests else 0
+
+
+def _rows_first(sch: Schedule, block: BlockRV, extent: int) -> Schedule:
+    """The block's leading loops with its rows outside its channels
+    (``compiler.schedule.partition``), unless that leaves fewer iterations to run in
+    parallel within ``extent``."""
+    trial = sch.copy()
+    rows_outside_channels(trial, trial.get_loops(block)[: _leading(trial, block, 2**62)])
+    return (
+        trial
+        if _parallel_iterations(trial, block, extent) >= _parallel_iterations(sch, block, extent)
+        else sch
+    )
+
+
+def _parallel_iterations(sch: Schedule, block: BlockRV, extent: int) -> int:
+    loops = loops_of(sch, block)[: _leading(sch, block, extent)]
+    return math.prod(_extent(loop) or 1 for loop in loops)
 
 
 def _leading(sch: Schedule, block: BlockRV, extent: int) -> int:

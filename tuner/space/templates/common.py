@@ -8,6 +8,7 @@ import itertools
 from compiler.ir.expr import IntImm
 from compiler.ir.layout_free import layout_free_params
 from compiler.schedule import BlockRV, LoopRV, Schedule
+from compiler.schedule.partition import rows_outside_channels
 from compiler.schedule.primitives.dataflow import readers, writes_of
 from compiler.target.llvm import LLVMTarget
 from tuner.space.base import SpaceError
@@ -103,6 +104,7 @@ def parallelize(sch: Schedule, leading: list[LoopRV], grain: int, threads: int) 
     on one core in a third of its space."""
     if grain == 0 or not leading:
         return
+    leading = rows_outside_channels(sch, leading)
     chosen: list[LoopRV] = []
     iterations = 1
     for loop in leading:

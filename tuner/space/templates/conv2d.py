@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from compiler.schedule import BlockRV, LoopRV, Schedule
 from compiler.schedule.layout_rewrite import rewrite_layout_free
+from compiler.schedule.partition import rows_outside_channels
 from tuner.space.config import ConfigEntity
 from tuner.space.registry import template
 from tuner.space.templates.common import (
@@ -212,7 +213,7 @@ def _place_padding(sch: Schedule, pads: list[BlockRV], where: str) -> None:
             sch.compute_inline(pad)
         elif where == "root":
             loops = sch.get_loops(pad)
-            sch.parallel(sch.fuse(*loops[:2]))
+            sch.parallel(sch.fuse(*rows_outside_channels(sch, loops[:3])[:2]))
             sch.vectorize(loops[-1])
 
 
