@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
-from compiler.ir.expr import BufferLoad, PrimExpr, check_dtype, convert
+from compiler.ir.expr import BufferLoad, IntImm, PrimExpr, byte_size, check_dtype, convert
 from compiler.ir.node import Node
 
 
@@ -27,6 +28,12 @@ class Buffer(Node):
     @property
     def ndim(self) -> int:
         return len(self.shape)
+
+    @property
+    def static_nbytes(self) -> int:
+        """Bytes of the buffer, counting only its constant dimensions."""
+        count = math.prod(d.value for d in self.shape if isinstance(d, IntImm))
+        return count * byte_size(self.dtype)
 
     def __getitem__(self, indices: Any) -> BufferLoad:
         if not isinstance(indices, tuple):

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from compiler.ir.analysis import free_vars
 from compiler.ir.buffer import Buffer
-from compiler.ir.expr import BufferLoad, IntImm, ThreadAllReduce, byte_size
+from compiler.ir.expr import BufferLoad, IntImm, ThreadAllReduce
 from compiler.ir.function import PrimFunc
 from compiler.ir.node import Node, children, transform, visit
 from compiler.ir.stmt import Allocate, BufferStore, For, IfThenElse, SeqStmt, Stmt
@@ -282,7 +282,7 @@ def _bytes_in(nest: Stmt, scope: str) -> int:
     def look(n: Node) -> None:
         nonlocal total
         if isinstance(n, Allocate) and n.buffer.scope == scope:
-            total += _nbytes(n.buffer)
+            total += n.buffer.static_nbytes
 
     visit(nest, look)
     return total
@@ -358,11 +358,6 @@ def _reads_itself(store: BufferStore) -> bool:
 
     visit(store.value, look)
     return found
-
-
-def _nbytes(buffer: Buffer) -> int:
-    count = math.prod(d.value for d in buffer.shape if isinstance(d, IntImm))
-    return count * byte_size(buffer.dtype)
 
 
 def _global_accesses(nest: Stmt) -> set[int]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from compiler.ir import expr as E
 from compiler.ir.analysis import block_accesses, free_vars
 from compiler.ir.buffer import Buffer
-from compiler.ir.expr import Var, byte_size
+from compiler.ir.expr import Var
 from compiler.ir.function import PrimFunc
 from compiler.ir.layout_free import layout_free_params
 from compiler.ir.node import Node, visit
@@ -35,19 +35,31 @@ from compiler.schedule.schedule import Schedule
 
 
 def rows_outside_channels(sch: Schedule, loops: list[LoopRV]) -> list[LoopRV]:
-    """``loops`` (nested, outermost first), reordered in ``sch`` so that those over
-    channels come right after the first loop over rows (the first other loop of more
-    than one iteration), where the module docstring says it pays; else ``loops`` as
-    they are."""
-    if len(loops) < 2:
+    """``loops`` (nested, outermost first) reordered in ``sch`` by ``_rows_first_order``,
+    or the same list where that gives none or the reorder primitive refuses it."""
+    order = _rows_first_order(sch, loops)
+    if order is None:
         return loops
+    try:
+        sch.reorder(*order)
+    except ScheduleError:
+        return loops
+    return order
+
+
+def _rows_first_order(sch: Schedule, loops: list[LoopRV]) -> list[LoopRV] | None:
+    """``loops`` (nested, outermost first) with those over channels right after the
+    first loop over rows (the first other loop of more than one iteration), where the
+    module docstring says it pays and the order changes; else None."""
+    if len(loops) < 2:
+        return None
     func = sch.mod[loops[0].func_name]
     constants = layout_free_params(func)
     activations = [p for p in func.params if all(p is not c for c in constants)]
-    if not constants or _bytes(constants) > max(map(_bytes, activations), default=0):
-        return loops
-    weights = _weight_buffers(func)
-    channels = _channel_vars(func, weights)
+    largest = max((p.static_nbytes for p in activations), default=0)
+    if not constants or sum(c.static_nbytes for c in constants) > largest:
+        return None
+    channels = _channel_vars(func, _weight_buffers(func))
     over_channels = [
         any(id(v) in channels for v in _bound_vars(sch.get(rv).body, sch.get(rv).loop_var))
         for rv in loops
@@ -56,14 +68,9 @@ def rows_outside_channels(sch: Schedule, loops: list[LoopRV]) -> list[LoopRV]:
         (k for k, rv in enumerate(loops) if not over_channels[k] and _extent(sch, rv) != 1), None
     )
     if rows is None or not any(over_channels[:rows]):
-        return loops
+        return None
     head = list(zip(loops[: rows + 1], over_channels[: rows + 1], strict=True))
-    order = [rv for rv, c in head if not c] + [rv for rv, c in head if c] + loops[rows + 1 :]
-    try:
-        sch.reorder(*order)
-    except ScheduleError:
-        return loops
-    return order
+    return [rv for rv, c in head if not c] + [rv for rv, c in head if c] + loops[rows + 1 :]
 
 
 def _weight_buffers(func: PrimFunc) -> list[Buffer]:
@@ -134,16 +141,6 @@ def _blocks(root: Node) -> list[Block]:
 
     visit(root, collect)
     return found
-
-
-def _bytes(buffers: Buffer | list[Buffer]) -> int:
-    total = 0
-    for buffer in buffers if isinstance(buffers, list) else [buffers]:
-        elements = 1
-        for dim in buffer.shape:
-            elements *= dim.value if isinstance(dim, E.IntImm) else 1
-        total += elements * byte_size(buffer.dtype)
-    return total
 
 
 def _extent(sch: Schedule, rv: LoopRV) -> int | None:

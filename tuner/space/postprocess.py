@@ -156,12 +156,12 @@ def _rows_first(sch: Schedule, block: BlockRV, extent: int) -> Schedule:
     (``compiler.schedule.partition``), unless that leaves fewer iterations to run in
     parallel within ``extent``."""
     trial = sch.copy()
-    rows_outside_channels(trial, trial.get_loops(block)[: _leading(trial, block, 2**62)])
-    return (
-        trial
-        if _parallel_iterations(trial, block, extent) >= _parallel_iterations(sch, block, extent)
-        else sch
-    )
+    loops = trial.get_loops(block)[: _leading(trial, block, 2**62)]
+    if rows_outside_channels(trial, loops) is loops or _parallel_iterations(
+        trial, block, extent
+    ) < _parallel_iterations(sch, block, extent):
+        return sch
+    return trial
 
 
 def _parallel_iterations(sch: Schedule, block: BlockRV, extent: int) -> int:
