@@ -151,6 +151,38 @@ def test_the_matmul_template_takes_an_activation_that_reads_the_bias_add_twice()
         np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4, err_msg=str(point))
 
 
+def _scores() -> PrimFunc:
+    """Attention's scores ``Q K^T``: the right operand read as ``K[p, j, k]``."""
+    q = te.placeholder((3, 8, 12), name="Q")
+    k = te.placeholder((3, 40, 12), name="K")
+    return te.create_prim_func([q, k, topi.batch_matmul(q, k, transpose_b=True)])
+
+
+@pytest.mark.parametrize("pack", ["j0", "k0"])
+def test_a_right_operand_read_across_its_rows_is_packed_transposed(pack: str) -> None:
+    """The vector loop over ``j`` reads the packed panel contiguously (it gathered
+    at a stride of K from a copy in K's own layout), and the results stay right."""
+    func = _scores()
+    space = TemplateSpace(func, "batch_matmul.x86", target=AVX512)
+    args, expected = _inputs_and_expected(func, np.random.default_rng(11))
+    picks = random.Random(pack)
+    checked = 0
+    while checked < 4:
+        point = {knob.name: picks.choice(knob.entities) for knob in space.knobs}
+        point["pack_b"] = pack
+        try:
+            candidate = space.candidate(space.decisions_of(point))
+        except ScheduleError:
+            continue
+        program = space.program(candidate).func
+        copy = next(b for b in program.body.block.alloc_buffers if b.name == "K_global")
+        assert [int(d.value) for d in copy.shape] == [3, 12, 40]
+        out = np.full_like(expected, np.nan)
+        compiler.build(program)(*args[:-1], out)
+        np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4, err_msg=str(point))
+        checked += 1
+
+
 def test_the_matmul_space_holds_the_hand_schedule_and_its_neighbours() -> None:
     """benchmarks/gemm.py's schedule: row blocks of 4 unrolled, panels of 16 vectorized,
     k blocks of 256, B packed per panel, outer rows in parallel."""

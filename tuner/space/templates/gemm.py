@@ -11,7 +11,11 @@ The schedule is the classic CPU GEMM of ``benchmarks/gemm.py``, as a space:
 - a local accumulator (``cache_write``) written back right outside the reduction,
   with its initialization split out (``decompose_reduction``);
 - the right operand packed into a contiguous panel (``cache_read`` computed at
-  ``j0`` or ``k0``) or read in place; when the workload marks it constant (a
+  ``j0`` or ``k0``) or read in place; a panel whose columns ``j`` index another
+  dimension than the operand's last (dense's ``W[j, k]``, attention's ``K`` read as
+  ``K[j, k]`` for ``Q K^T``) is transposed as it is packed (``transform_layout`` of
+  the copy), so that the vector loop over ``j`` loads it contiguously instead of
+  gathering at a stride of K; when the workload marks it constant (a
   model's weight), also stored once, at build time, in the order the tiles read
   it (``tiled``: Ansor's layout rewrite, so no call packs anything);
 - the outermost loops fused until every thread gets 1, 4 or 16 chunks, and run in
@@ -24,10 +28,11 @@ nested) is a ScheduleError, which the search skips.
 
 from __future__ import annotations
 
-from compiler.schedule import Schedule
+from compiler.schedule import BlockRV, Schedule
 from compiler.schedule.layout_rewrite import rewrite_layout_free
 from tuner.space.config import ConfigEntity
 from tuner.space.registry import template
+from tuner.space.rules.analysis import packable_reads
 from tuner.space.templates.common import (
     PARALLEL_GRAINS,
     blocks_after,
@@ -56,9 +61,9 @@ def batch_matmul_x86(cfg: ConfigEntity, sch: Schedule) -> None:
 
 @template("dense.x86", blocks=("T_dense",))
 def dense_x86(cfg: ConfigEntity, sch: Schedule) -> None:
-    """Dense reads its weight as ``W[j, k]``, so the vector loop over ``j`` gathers
-    with a stride of K; the packed copy keeps that layout but puts the panel in L1,
-    and a constant weight stored ``tiled`` is read contiguously."""
+    """Dense reads its weight as ``W[j, k]``, so the vector loop over ``j`` would gather
+    with a stride of K: a packed panel is transposed, and a constant weight stored
+    ``tiled`` is read contiguously."""
     gemm_template(cfg, sch, "T_dense", batch=False)
 
 
@@ -100,9 +105,12 @@ def gemm_template(cfg: ConfigEntity, sch: Schedule, block_name: str, *, batch: b
     if pack == "tiled":
         rewrite_layout_free(sch)
     elif pack != "none":
+        layout = _right_operand_layout(sch, block)
         packed = sch.cache_read(block, 1, "global")
         sch.compute_at(packed, named[pack])
         copy_loops = sch.get_loops(packed)
+        if layout is not None:
+            sch.transform_layout(packed, ("write", 0), layout)
         if copy_loops[-1].var is not named[pack].var:  # unit copy loops are dropped
             sch.vectorize(copy_loops[-1])
 
@@ -117,3 +125,12 @@ def gemm_template(cfg: ConfigEntity, sch: Schedule, block_name: str, *, batch: b
     sch.vectorize(jv)
     leading = [*([b] if b is not None else []), *spatial_outer]
     parallelize(sch, leading, cfg["parallel"].val, cpu_target(cfg).threads)
+
+
+def _right_operand_layout(sch: Schedule, block: BlockRV) -> str | None:
+    """The index map that puts the right operand's vectorized dimension last when it
+    is packed, None where it already is."""
+    for read in packable_reads(sch, block):
+        if read.index == 1:
+            return read.layout
+    return None
