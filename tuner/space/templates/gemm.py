@@ -19,7 +19,8 @@ The schedule is the classic CPU GEMM of ``benchmarks/gemm.py``, as a space:
   model's weight), also stored once, at build time, in the order the tiles read
   it (``tiled``: Ansor's layout rewrite, so no call packs anything);
 - the outermost loops fused until every thread gets 1, 4 or 16 chunks, and run in
-  parallel, or none.
+  parallel, or none; a panel packed at ``j0`` ends the loops that may be fused
+  there, since its copy sits in ``j0`` beside the loops under it.
 
 Every knob is defined from the loop extents alone; a combination the primitives
 refuse (packing under a loop it cannot sit in, fusing loops that are no longer
@@ -124,6 +125,8 @@ def gemm_template(cfg: ConfigEntity, sch: Schedule, block_name: str, *, batch: b
     sch.unroll(i2)
     sch.vectorize(jv)
     leading = [*([b] if b is not None else []), *spatial_outer]
+    if pack == "j0" and j0 in leading:  # the panel's copy sits in j0, beside the loops under it
+        leading = leading[: leading.index(j0) + 1]
     parallelize(sch, leading, cfg["parallel"].val, cpu_target(cfg).threads)
 
 
