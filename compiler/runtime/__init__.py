@@ -2,7 +2,13 @@
 
 from compiler.runtime.blas_pool import share_pool_with_blas, shared_blas_calls
 from compiler.runtime.export import ExportError
-from compiler.runtime.module import Function, Module, export_library, load_module
+from compiler.runtime.module import (
+    Function,
+    Module,
+    UnrunnableKernelError,
+    export_library,
+    load_module,
+)
 from compiler.runtime.profiling import ProfileResult
 
 __all__ = [
@@ -10,6 +16,7 @@ __all__ = [
     "Function",
     "Module",
     "ProfileResult",
+    "UnrunnableKernelError",
     "export_library",
     "load_module",
     "share_pool_with_blas",

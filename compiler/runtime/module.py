@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from compiler.abi.signature import SIGNATURES_SYMBOL, FuncSignature, RuntimeArgumentError
+from compiler.errors import CompilerError
 from compiler.lower.prepack import pack_functions
 from compiler.runtime.blas_pool import check_not_forked, prepare_pool
 from compiler.runtime.export import ExportError, link_library
@@ -24,14 +25,33 @@ from compiler.target.llvm import init_llvm
 
 class Function:
     """One kernel. Calling it checks the arrays against the signature; ``raw`` is
-    the bare ctypes function (pointers and sizes), for timing loops."""
+    the bare ctypes function (pointers and sizes), for timing loops.
 
-    def __init__(self, signature: FuncSignature, address: int, keepalive: Any) -> None:
+    ``unrunnable``, when set, says why this host cannot run the kernel (it was built
+    for instructions the host lacks): calling it, or taking ``raw``, raises
+    ``UnrunnableKernelError`` with that reason instead of letting the process die of
+    an illegal instruction."""
+
+    def __init__(
+        self,
+        signature: FuncSignature,
+        address: int,
+        keepalive: Any,
+        *,
+        unrunnable: str | None = None,
+    ) -> None:
         self.signature = signature
         pointers = [ctypes.c_void_p] * len(signature.params)
         argtypes = [*pointers, *[ctypes.c_int64] * len(signature.size_vars)]
-        self.raw = ctypes.CFUNCTYPE(None, *argtypes)(address)
+        self._raw = ctypes.CFUNCTYPE(None, *argtypes)(address)
         self._keepalive = keepalive
+        self.unrunnable = unrunnable
+
+    @property
+    def raw(self) -> Callable[..., None]:
+        if self.unrunnable is not None:
+            raise UnrunnableKernelError(f"cannot run {self.name} on this host: {self.unrunnable}")
+        return self._raw
 
     @property
     def name(self) -> str:
@@ -44,6 +64,10 @@ class Function:
     def __repr__(self) -> str:
         params = ", ".join(p.name for p in self.signature.params)
         return f"<Function {self.name}({params})>"
+
+
+class UnrunnableKernelError(CompilerError, RuntimeError):
+    """A kernel built for instructions this host lacks was called here."""
 
 
 class Module(FunctionTable[Function]):

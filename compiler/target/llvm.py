@@ -145,6 +145,12 @@ class LLVMTarget:
         return " ".join(parts)
 
 
+def host_lacks(target: LLVMTarget) -> tuple[str, ...]:
+    """The code-generation features ``target`` has and this host does not: code built
+    for it may stop this process with an illegal instruction here."""
+    return LLVMTarget.parse("llvm").lacks(target)
+
+
 def _parse_options(target: str, tokens: list[str]) -> dict[str, str]:
     allowed = ("mcpu", "mattr", "num-cores", "mtriple")
     options: dict[str, str] = {}

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,8 +16,9 @@ import compiler
 from compiler import te
 from compiler.abi.signature import RuntimeArgumentError
 from compiler.ir.function import IRModule, PrimFunc
-from compiler.runtime import ProfileResult
+from compiler.runtime import Module, ProfileResult, UnrunnableKernelError
 from compiler.schedule import Schedule
+from compiler.target.llvm import LLVMTarget, host_lacks
 
 
 def vector_add() -> PrimFunc:
@@ -110,6 +113,37 @@ def test_time_evaluator(add_lib, rng):
     assert grown.number > 1
     with pytest.raises(RuntimeArgumentError):
         add_lib.time_evaluator("main")(a, b)
+
+
+AVX512 = "llvm -mcpu=skylake-avx512"
+
+
+def _refuses_to_run(lib: Module, tmp_path: Path) -> None:
+    """Calling, timing or taking the bare function raises UnrunnableKernelError naming
+    the target and the fix, and runs nothing; the code can still be exported."""
+    a, b = np.ones((2, 16), "float32")
+    c = np.full(16, np.nan, "float32")
+    with pytest.raises(UnrunnableKernelError, match=r"skylake-avx512.*\+avx512f.*build for 'llvm'"):
+        lib(a, b, c)
+    with pytest.raises(UnrunnableKernelError):
+        lib.time_evaluator("main", number=1, repeat=1)(a, b, c)
+    with pytest.raises(UnrunnableKernelError):
+        lib["main"].raw  # noqa: B018 (the property raises)
+    assert np.isnan(c).all()
+    lib.export_library(str(tmp_path / "kernel.so"))
+
+
+@pytest.mark.skipif(not host_lacks(LLVMTarget.parse(AVX512)), reason="this host runs AVX-512 code")
+def test_a_kernel_built_for_instructions_this_host_lacks_refuses_to_run(tmp_path):
+    _refuses_to_run(compiler.build(vector_add(), target=AVX512), tmp_path)
+
+
+def test_a_host_without_the_targets_instructions_refuses_to_run_its_kernel(monkeypatch, tmp_path):
+    """The same on any host: the build is told this host lacks AVX-512F, as an AVX2
+    host does (where calling the kernel died of SIGILL, taking the test run with it)."""
+    build_module = importlib.import_module("compiler.build")  # the package's build() hides it
+    monkeypatch.setattr(build_module, "host_lacks", lambda target: ("+avx512f",))
+    _refuses_to_run(compiler.build(vector_add(), target=AVX512), tmp_path)
 
 
 def test_get_source(add_lib):
