@@ -21,7 +21,7 @@ from compiler.runtime.module import Function, Module
 from compiler.schedule.default import apply_default_schedule
 from compiler.schedule.default_gpu import apply_gpu_default_schedule
 from compiler.target.cuda import CudaTarget
-from compiler.target.llvm import LLVMTarget, host_lacks, target_machine
+from compiler.target.llvm import LLVMTarget, target_machine, unrunnable_here
 from compiler.target.parse import Target, parse_target
 from compiler.tuned.lookup import TuningLookup, apply_best
 from compiler.tuned.replay import REPLAYS
@@ -134,24 +134,12 @@ def build_llvm(
         dump.write("llvm-optimized", "ll", compiled.llvm_ir())
         dump.write("assembly", "s", compiled.assembly())
     keepalive, addresses = jit_load(compiled.object_code, [s.symbol for s in signatures])
-    unrunnable = _unrunnable_here(llvm_target)
+    unrunnable = unrunnable_here(llvm_target)
     functions = {
         s.name: Function(s, addresses[s.symbol], keepalive, unrunnable=unrunnable)
         for s in signatures
     }
     return Module(functions, source=compiled, object_code=compiled.object_code)
-
-
-def _unrunnable_here(target: LLVMTarget) -> str | None:
-    """Why this host cannot run code built for ``target``, or None when it can."""
-    lacking = host_lacks(target)
-    if not lacking:
-        return None
-    return (
-        f"it was built for {target}, which has {','.join(lacking)}, and this host lacks "
-        "them; build for 'llvm' (the host) to run it here, or export it and run it on a "
-        "host that has them"
-    )
 
 
 def build_cuda(

@@ -27,6 +27,7 @@ from compiler.runtime import Module, load_module
 from compiler.runtime.cache_eviction import evict_from_caches
 from compiler.runtime.prepacked import pack_arguments
 from compiler.runtime.profiling import ProfileResult, time_raw
+from compiler.target.llvm import unrunnable_here
 from compiler.workload.key import workload_from_json, workload_key
 from compiler.workload.spec import normalize_spec, workload_from_spec
 from workers.base import BuildResult, Candidate, MeasureConfig, RunResult
@@ -125,6 +126,9 @@ class Measurer:
         if isinstance(reference, RunResult):
             return reference
         assert build.artifact is not None
+        unrunnable = unrunnable_here(candidate.target)
+        if unrunnable is not None:  # loaded and called, it would kill this process
+            return self._failed(candidate, ErrorKind.RUN_ERROR, f"cannot run it here: {unrunnable}")
         try:
             functions = _load(build.artifact.library)
             function = functions[build.artifact.function]

@@ -151,6 +151,20 @@ def host_lacks(target: LLVMTarget) -> tuple[str, ...]:
     return LLVMTarget.parse("llvm").lacks(target)
 
 
+def unrunnable_here(target: str | LLVMTarget) -> str | None:
+    """Why this host cannot run code built for ``target``, naming the fix; None when
+    it can."""
+    parsed = LLVMTarget.parse(target)
+    lacking = host_lacks(parsed)
+    if not lacking:
+        return None
+    return (
+        f"it was built for {parsed}, which has {','.join(lacking)}, and this host lacks "
+        "them; build for 'llvm' (the host) to run it here, or export it and run it on a "
+        "host that has them"
+    )
+
+
 def _parse_options(target: str, tokens: list[str]) -> dict[str, str]:
     allowed = ("mcpu", "mattr", "num-cores", "mtriple")
     options: dict[str, str] = {}

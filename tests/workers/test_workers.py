@@ -39,6 +39,7 @@ from worker_candidates import (
 )
 
 import compiler
+import compiler.target.llvm
 import workers
 from compiler.errors import ErrorKind
 from compiler.ir.layout_free import mark_layout_free
@@ -683,3 +684,20 @@ def test_cold_weights_times_a_model_kernel_call_by_call_with_its_weights_evicted
     warm = measurer.measure(build, dataclasses.replace(config, cold_weights=False))
     assert warm.ok, warm.error
     assert warm.number > 1
+
+
+def test_a_candidate_built_for_instructions_this_host_lacks_is_a_run_error(
+    local: Workers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runner refuses a library built for features its host lacks (here: told it
+    lacks AVX-512F, as an AVX2 host does) with a record naming them, before loading
+    it: called, it would end the runner with an illegal instruction."""
+    func = workload_from_spec(MATMUL)
+    candidate = Candidate.make(func, Schedule(func).trace, target="llvm -mcpu=skylake-avx512")
+    (build,) = local.builder.build([candidate])
+    assert build.artifact is not None, build.error
+    lacks = {"skylake-avx512": ("+avx512f",)}  # the reference still builds for the host
+    monkeypatch.setattr(compiler.target.llvm, "host_lacks", lambda t: lacks.get(t.cpu, ()))
+    result = Measurer(host="here").measure(build, MeasureConfig(repeat=1))
+    assert result.error_kind is ErrorKind.RUN_ERROR
+    assert "cannot run it here" in (result.error or "") and "+avx512f" in (result.error or "")
