@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from compiler.graph.algorithms import compared_seconds
 from db import Database
 from tuner import scheduler
 from tuner.model_retime import finalists, retime_finalists
@@ -104,17 +105,19 @@ class ModelTuneResult:
     @property
     def estimated_seconds(self) -> float | None:
         """The model's time in its tuned tasks: weight times best time, summed over
-        the tasks it runs (of an operator's algorithms, the fastest); None while a
-        task has no successful trial."""
-        chosen: dict[str, float] = {}
+        the tasks it runs (of an operator's algorithms, the one a build takes:
+        ``compiler.graph.algorithms.choose``); None while a task has no successful
+        trial."""
+        chosen: dict[str, tuple[float, float]] = {}  # by choice: (compared, seconds)
         for k, progress in enumerate(self.tasks):
             best = progress.state.best_seconds
             if best is None:
                 return None
             key = progress.state.choice or str(k)
-            seconds = progress.task.weight * best
-            chosen[key] = min(seconds, chosen.get(key, seconds))
-        return sum(chosen.values())
+            direct = not progress.task.is_alternative
+            timed = (compared_seconds(best, direct=direct), progress.task.weight * best)
+            chosen[key] = min(timed, chosen.get(key, timed))
+        return sum(seconds for _, seconds in chosen.values())
 
     def estimate_text(self) -> str:
         """The estimate for a person: milliseconds, or "-" before there is one."""

@@ -5,7 +5,8 @@ computed by Winograd's F(2x2, 3x3) or F(4x4, 3x3) (``topi.nn.conv2d_winograd_nch
 or ``conv2d_winograd_nchwc`` for a blocked one), with the transformed kernel computed
 once at build time. Like TVM's conv2d strategies, each algorithm of a group is a
 workload of its own: task extraction offers all of them for tuning, and a build takes
-the one whose best stored schedule ran fastest. F(m) is offered when the output is at
+the one whose best stored schedule ran fastest, a Winograd form only when it is faster
+by a margin (``WINOGRAD_EDGE``). F(m) is offered when the output is at
 least ``2 m`` pixels high and wide: with fewer tiles its padding wastes more than the
 algorithm saves.
 
@@ -33,6 +34,13 @@ DIRECT = "direct"
 BLOCKED = "conv2d_nchwc"
 CONVOLUTIONS = ("conv2d", BLOCKED)
 DEFAULT_WINOGRAD_MAX_SIZE = 14
+# A Winograd form is taken only when its best stored time is at most this share of the
+# other forms': its records flatter it more than the direct form's flatter that, and it
+# rounds worse. ResNet-18 tuned on 2 vCPUs (``-mcpu=znver5``): its Winograd kernels ran
+# 1.19-1.87x their records inside the model, its direct ones 1.06-1.43x; at 56x56,
+# F(4x4) was taken at 0.4915 ms against the direct form's 0.4983 and ran 0.77-0.82 ms
+# in the model, where the direct one runs 0.55-0.57 ms.
+WINOGRAD_EDGE = 0.9
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,8 +94,8 @@ def choose(
     timed = []
     if lookup is not None:
         timed = [
-            (seconds, k)
-            for k, (_, func) in enumerate(options)
+            (compared_seconds(seconds, direct=option.algorithm == DIRECT), k)
+            for k, (option, func) in enumerate(options)
             if (seconds := best_seconds(func, target, lookup)) is not None
         ]
     if timed:
@@ -96,3 +104,9 @@ def choose(
     if group.anchor.op != BLOCKED and max(out_height, out_width) <= DEFAULT_WINOGRAD_MAX_SIZE:
         return next(option for option in options if option[0].algorithm == "winograd2")
     return options[0]
+
+
+def compared_seconds(seconds: float, *, direct: bool) -> float:
+    """The time a choice between a group's algorithms compares for one whose best
+    stored time is ``seconds``: a Winograd form's counts as ``seconds / WINOGRAD_EDGE``."""
+    return seconds if direct else seconds / WINOGRAD_EDGE

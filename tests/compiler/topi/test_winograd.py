@@ -18,7 +18,7 @@ import compiler
 import db
 from compiler import te, topi
 from compiler.graph import GraphModule, optimize
-from compiler.graph.algorithms import alternatives
+from compiler.graph.algorithms import alternatives, choose
 from compiler.ir.layout_free import mark_layout_free
 from compiler.ir.node import visit
 from compiler.ir.stmt import For, ForKind
@@ -267,6 +267,29 @@ def test_a_model_runs_the_algorithm_that_measured_fastest_and_exports_it(rng, tm
     assert transformed == [(6, 6, 4, 8)]  # the weight is stored transformed
     loaded = GraphModule.load(tmp_path / "model")
     np.testing.assert_array_equal(loaded.run(x=x)["y"], tuned.run(x=x)["y"])
+
+
+@pytest.mark.parametrize(
+    ("seconds", "runs"),
+    [
+        ([1.0e-3, 0.95e-3, 2e-3], "conv2d_relu"),  # 5 % faster: within the edge
+        ([1.0e-3, 0.85e-3, 2e-3], "conv2d_relu[winograd2]"),
+    ],
+)
+def test_a_winograd_form_is_taken_only_when_faster_by_a_margin(
+    rng, seconds: list[float], runs: str
+) -> None:
+    """Its records flatter it more than the direct form's do (``WINOGRAD_EDGE``)."""
+    graph, _ = two_convolutions(rng)
+    optimized, groups = optimize(graph, conv_block=0)
+    database = db.create("memory")
+    for option, best in zip(alternatives(groups[0], optimized), seconds, strict=True):
+        func = option.group.prim_func(optimized)
+        database.commit_workload(func)
+        trace = GeneratedSpace(func, target="llvm").sample(random.Random(0)).trace_json
+        database.commit_records([db.Measurement.ok(workload_key(func), "llvm", trace, [best])])
+    chosen, _ = choose(groups[0], optimized, "llvm", database)
+    assert chosen.name == runs
 
 
 def to_blocked(x: np.ndarray, block: int) -> np.ndarray:
