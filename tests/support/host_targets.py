@@ -2,14 +2,13 @@
 one it runs on (AVX-512 decisions on an AVX2 host) still checks the scheduled
 program's results: it builds them for a target this host runs."""
 
-from compiler.target.llvm import LLVMTarget, host_lacks
+from compiler.target.llvm import LLVMTarget, unrunnable_here
 
 
 def runnable_here(target: str) -> str:
     """``target`` when this host runs code built for it, else the host's target with
-    ``target``'s options (thread count) kept."""
-    parsed = LLVMTarget.parse(target)
-    if not host_lacks(parsed):
+    ``target``'s thread count."""
+    if unrunnable_here(target) is None:
         return target
-    kept = [token for token in target.split()[1:] if not token.startswith(("-mcpu", "-mattr"))]
-    return " ".join(["llvm", *kept])
+    cores = LLVMTarget.parse(target).num_cores
+    return f"llvm -num-cores={cores}" if cores else "llvm"
