@@ -285,6 +285,12 @@ def tuning_fields(result: ModelTuneResult) -> dict[str, Any]:
         "tune_trials": result.trials,
         "tune_rounds": result.rounds,
         "tune_seconds": result.wall_seconds,
+        "tune_time": result.time_text(),
+        "tune_builds": result.work.builds,
+        "tune_build_seconds": result.work.build_seconds,
+        "tune_runs": result.work.runs,
+        "tune_run_seconds": result.work.run_seconds,
+        "tune_search_seconds": result.search_seconds,
         "estimated_ms": None if estimate is None else estimate * 1e3,
     }
 
@@ -295,6 +301,7 @@ def print_tuning(row: dict[str, Any]) -> None:
         f"  tuning: {row['tune_trials']} trials in {row['tune_rounds']} rounds, "
         f"{row['tune_seconds']:.1f} s; the tuned tasks' estimated time {estimate}"
     )
+    print(f"  tuning time: {row['tune_time']}")
 
 
 def print_ours(label: str, measured: dict[str, Any]) -> None:

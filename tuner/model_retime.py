@@ -75,7 +75,7 @@ def retime_finalists(
     if not chosen:
         return 0
     builds = workers.build([finalist.candidate for finalist in chosen])
-    runs = workers.runner.run([build for _ in range(rounds) for build in builds])
+    runs = workers.run([build for _ in range(rounds) for build in builds])
     retimings = []
     for k, finalist in enumerate(chosen):
         own = runs[k :: len(chosen)]

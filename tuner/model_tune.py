@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from compiler.graph.algorithms import compared_seconds
 from db import Database
@@ -33,6 +33,7 @@ from tuner.space import Space
 from tuner.space_choice import choose_space
 from tuner.tune import TuneOptions, TuningRun, search_records, start_tuning
 from workers import Workers
+from workers.tally import WorkTotals
 
 # Trials of a round, unless the options say otherwise: one batch of the single-task loop.
 ROUND_TRIALS = 16
@@ -91,12 +92,17 @@ class TaskProgress:
 @dataclass(frozen=True)
 class ModelTuneResult:
     """The tasks' progress after ``rounds`` rounds; ``retimed``: how many finalists were
-    re-timed side by side at the end (``tuner.model_retime``)."""
+    re-timed side by side at the end (``tuner.model_retime``). Where ``wall_seconds``
+    went: ``work``, the builds and runs of the tuning's workers, and
+    ``search_seconds``, the searches' own (proposing and learning; a round's search
+    runs while the round before builds, so these overlap)."""
 
     tasks: tuple[TaskProgress, ...]
     rounds: int
     wall_seconds: float
     retimed: int = 0
+    work: WorkTotals = field(default_factory=WorkTotals)
+    search_seconds: float = 0.0
 
     @property
     def trials(self) -> int:
@@ -118,6 +124,16 @@ class ModelTuneResult:
             timed = (compared_seconds(best, direct=direct), progress.task.weight * best)
             chosen[key] = min(timed, chosen.get(key, timed))
         return sum(seconds for _, seconds in chosen.values())
+
+    def time_text(self) -> str:
+        """Where the wall time went, for a person."""
+        work = self.work
+        each = f" ({work.build_seconds / work.builds:.2f} s each)" if work.builds else ""
+        return (
+            f"{self.wall_seconds:.0f} s: {work.builds} builds took {work.build_seconds:.0f} "
+            f"builder-seconds{each}, {work.runs} runs {work.run_seconds:.0f} s, the "
+            f"searches {self.search_seconds:.0f} s"
+        )
 
     def estimate_text(self) -> str:
         """The estimate for a person: milliseconds, or "-" before there is one."""
@@ -141,7 +157,7 @@ def tune_model(
     progress after each round, ``on_retime`` the number of finalists before they are
     re-timed. Measurements are stored as made by the job ``job_id``, when one is given."""
     options = options or ModelTuneOptions()
-    start = time.monotonic()
+    clock = _Clock(workers)
     chosen = tuned_tasks(tasks)
     pick = scheduler.create(options.scheduler)
     states = [_stored_state(database, task) for task in chosen]
@@ -155,6 +171,7 @@ def tune_model(
         current.run.build_ahead()
         ahead = rounds.start(states, busy=current)
         result = current.run.finish()
+        clock.searched += result.search_seconds
         rounds_done += 1
         k = current.task
         done = result.restored + result.measured
@@ -165,7 +182,7 @@ def tune_model(
             history=history,
             stopped=stop_reason(result.stop_reason, history, options.stall_rounds),
         )
-        progress = _result(chosen, states, rounds_done, start)
+        progress = _result(chosen, states, rounds_done, clock)
         if on_round is not None:
             on_round(progress)
         if result.stop_reason in ("interrupted", "cancelled"):
@@ -185,8 +202,8 @@ def tune_model(
             replace(state, history=_with_best(state.history, state.trials, database, task))
             for state, task in zip(states, chosen, strict=True)
         ]
-        return replace(_result(chosen, states, rounds_done, start), retimed=retimed)
-    return _result(chosen, states, rounds_done, start)
+        return replace(_result(chosen, states, rounds_done, clock), retimed=retimed)
+    return _result(chosen, states, rounds_done, clock)
 
 
 @dataclass(frozen=True)
@@ -304,8 +321,24 @@ def _with_best(
     return (*history, (trials, best[0].seconds))
 
 
+class _Clock:
+    """The wall time, the workers' work and the searches' time since a tuning began."""
+
+    def __init__(self, workers: Workers) -> None:
+        self.workers = workers
+        self.start = time.monotonic()
+        self.work_before = workers.tally.totals()
+        self.searched = 0.0
+
+
 def _result(
-    tasks: Sequence[ModelTask], states: Sequence[TaskState], rounds: int, start: float
+    tasks: Sequence[ModelTask], states: Sequence[TaskState], rounds: int, clock: _Clock
 ) -> ModelTuneResult:
     progress = tuple(TaskProgress(task, state) for task, state in zip(tasks, states, strict=True))
-    return ModelTuneResult(progress, rounds, time.monotonic() - start)
+    return ModelTuneResult(
+        progress,
+        rounds,
+        time.monotonic() - clock.start,
+        work=clock.workers.tally.totals() - clock.work_before,
+        search_seconds=clock.searched,
+    )

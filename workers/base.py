@@ -15,6 +15,7 @@ import abc
 import hashlib
 import importlib
 import json
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from compiler.errors import ErrorKind
 from workers.build_ahead import BuildsAhead
 from workers.build_cache import BuildCache
+from workers.tally import WorkTally
 
 if TYPE_CHECKING:
     from compiler.ir.function import PrimFunc
@@ -420,6 +422,8 @@ class Workers:
     builds_ahead: BuildsAhead = field(
         init=False, default_factory=BuildsAhead, repr=False, compare=False
     )
+    # What the builder and the runner have done (``workers.tally``).
+    tally: WorkTally = field(init=False, default_factory=WorkTally, repr=False, compare=False)
 
     def build_ahead(self, candidates: Sequence[Candidate]) -> None:
         """Start building the candidates in the background and return at once, so that
@@ -447,7 +451,9 @@ class Workers:
             if made is not None:
                 builds[k] = made
         fresh = [k for k in range(len(candidates)) if k not in builds]
-        for k, build in zip(fresh, self.builder.build([candidates[k] for k in fresh]), strict=True):
+        built = self.builder.build([candidates[k] for k in fresh])
+        self.tally.add_builds(built)
+        for k, build in zip(fresh, built, strict=True):
             self.kept_builds.put(build)
             builds[k] = build
         return [builds[k] for k in range(len(candidates))]
@@ -455,7 +461,15 @@ class Workers:
     def measure(self, candidates: Sequence[Candidate]) -> list[RunResult]:
         """Build the whole batch (``build``), then run it, so that no build competes
         with a timing."""
-        return self.runner.run(self.build(candidates))
+        return self.run(self.build(candidates))
+
+    def run(self, builds: Sequence[BuildResult]) -> list[RunResult]:
+        """Check and time ``builds`` (from ``build``; one may come more than once), in
+        order, on the runner."""
+        started = time.perf_counter()
+        runs = self.runner.run(builds)
+        self.tally.add_runs(len(runs), time.perf_counter() - started)
+        return runs
 
     def close(self) -> None:
         try:

@@ -97,6 +97,13 @@ def test_a_budget_is_shared_by_the_tasks_resumed_and_the_tuned_model_is_right(
     # estimate reads the re-timings.
     retimed = database.records(purpose=Purpose.RETIME, limit=1000)
     assert result.retimed == len(retimed) >= len(tuned)
+    # Where the time went: every trial built and run (the finalists' builds are kept),
+    # then each finalist run once a round.
+    work = result.work
+    assert work.builds >= result.trials and work.build_seconds > 0
+    assert work.runs >= result.trials + options.retime_rounds * result.retimed
+    assert 0 < work.run_seconds < result.wall_seconds and result.search_seconds > 0
+    assert f"{work.builds} builds took" in result.time_text()
     for progress in result.tasks:
         key, target = progress.task.task.workload_key, progress.task.task.target
         own = [r for r in retimed if r.workload_key == key]
@@ -108,6 +115,7 @@ def test_a_budget_is_shared_by_the_tasks_resumed_and_the_tuned_model_is_right(
     again = tune_model(tasks, database=database, workers=backend, options=options)
     assert again.rounds == 0 and again.trials == 24  # resumed: nothing left to measure
     assert again.retimed == 0  # nor to re-time
+    assert again.work.builds == again.work.runs == 0  # the same workers, counted anew
 
     inputs = random_inputs(graph, rng)
     tuned_outputs = GraphModule(graph, database=database).run(**inputs).values()
@@ -194,6 +202,8 @@ def test_tune_model_and_run_from_the_command_line(rng, tmp_path) -> None:
     )
     assert tuned.returncode == 0, tuned.stderr
     assert "8 trials in 2 rounds" in tuned.stdout
+    said = tuned.stdout.splitlines()
+    assert any(line.startswith("time: ") and "builder-seconds" in line for line in said)
     assert "finalists side by side, 3 rounds" in tuned.stderr  # said before it starts
     files = ["--inputs", str(tmp_path / "x.npz"), "--output", str(tmp_path / "y.npz")]
     files += ["--export", str(tmp_path / "compiled")]

@@ -175,6 +175,7 @@ def format_tasks(tasks: list[ModelTask], result: ModelTuneResult) -> str:
         f"{result.trials} trials in {result.rounds} rounds{retimed}, "
         f"{result.wall_seconds:.1f} s; tuned tasks' estimated time {result.estimate_text()}"
     )
+    lines.append(f"time: {result.time_text()}")
     lines.extend(
         f"stopped early: {p.task.kind} after {p.state.trials} trials: {p.state.stopped}"
         for p in result.tasks

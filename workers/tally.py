@@ -1,0 +1,64 @@
+"""What a backend's builders and runner have done, so a long tuning can say where its
+time went: on a laptop a model's tuning is bound by its builds (LLVM at O3 takes most
+of a candidate's 0.3-1.5 s), which more builder hosts speed up, and not by its
+timings, which more hosts do not."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # workers.base holds a tally in its Workers
+    from workers.base import BuildResult
+
+
+@dataclass(frozen=True)
+class WorkTotals:
+    """Candidates built afresh (kept and ahead-made builds count once) and the seconds
+    their builder processes spent on them, summed: with two builders, two such seconds
+    pass in one second of wall time. Runs, and the wall seconds the runner took for
+    them, its checks and cold starts included."""
+
+    builds: int = 0
+    build_seconds: float = 0.0
+    runs: int = 0
+    run_seconds: float = 0.0
+
+    def __sub__(self, earlier: WorkTotals) -> WorkTotals:
+        return WorkTotals(
+            self.builds - earlier.builds,
+            self.build_seconds - earlier.build_seconds,
+            self.runs - earlier.runs,
+            self.run_seconds - earlier.run_seconds,
+        )
+
+
+@dataclass
+class WorkTally:
+    """Running totals, added to from the thread that builds ahead as well."""
+
+    _totals: WorkTotals = field(default_factory=WorkTotals)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add_builds(self, builds: Sequence[BuildResult]) -> None:
+        with self._lock:
+            now = self._totals
+            self._totals = WorkTotals(
+                now.builds + len(builds),
+                now.build_seconds + sum(build.seconds for build in builds),
+                now.runs,
+                now.run_seconds,
+            )
+
+    def add_runs(self, runs: int, seconds: float) -> None:
+        with self._lock:
+            now = self._totals
+            self._totals = WorkTotals(
+                now.builds, now.build_seconds, now.runs + runs, now.run_seconds + seconds
+            )
+
+    def totals(self) -> WorkTotals:
+        with self._lock:
+            return self._totals
