@@ -134,6 +134,8 @@ def seed_row(
         "confirmed": result.confirmed,
         "trials_per_second": result.measured / wall,
         "search_overhead": (space_seconds + result.search_seconds) / wall,
+        "build_seconds_per_trial": result.work.build_seconds / max(result.measured, 1),
+        "run_share": result.work.run_seconds / wall,
     }
     return figures, lambda: entry(*packed)
 
@@ -206,7 +208,10 @@ def bench(name: str, spec: dict[str, Any], args: argparse.Namespace) -> dict[str
 
 def print_row(name: str, row: dict[str, Any]) -> None:
     print_baselines(name, row)
-    print("  tuner          seed  fresh GFLOP/s  re-timed  trials/s  search share")
+    print(
+        "  tuner          seed  fresh GFLOP/s  re-timed  trials/s  search share"
+        "  build s/trial  run share"
+    )
     for tuner in TUNERS:
         if tuner not in row:
             continue
@@ -216,6 +221,7 @@ def print_row(name: str, row: dict[str, Any]) -> None:
                 f"  {tuner:<13} {s['seed']:>5}  {s['fresh_gflops']:13.1f}"
                 f"  {'-' if retimed is None else f'{retimed:8.1f}':>8}"
                 f"  {s['trials_per_second']:8.2f}  {s['search_overhead']:12.1%}"
+                f"  {s['build_seconds_per_trial']:13.2f}  {s['run_share']:9.1%}"
             )
         print(f"  {tuner:<13} spread over seeds {row[tuner]['spread_over_seeds']:.1%}")
     ratios = [f"{row['free_vs_default']:.2f}x default", f"{row['free_vs_numpy']:.2f}x numpy"]

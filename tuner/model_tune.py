@@ -127,12 +127,9 @@ class ModelTuneResult:
 
     def time_text(self) -> str:
         """Where the wall time went, for a person."""
-        work = self.work
-        each = f" ({work.build_seconds / work.builds:.2f} s each)" if work.builds else ""
         return (
-            f"{self.wall_seconds:.0f} s: {work.builds} builds took {work.build_seconds:.0f} "
-            f"builder-seconds{each}, {work.runs} runs {work.run_seconds:.0f} s, the "
-            f"searches {self.search_seconds:.0f} s"
+            f"{self.wall_seconds:.0f} s: {self.work.text()}, the searches "
+            f"{self.search_seconds:.0f} s"
         )
 
     def estimate_text(self) -> str:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TypeVar
 
@@ -48,6 +48,7 @@ from tuner.space import Decisions, TraceCandidate
 from tuner.task import TuneTask
 from tuner.transfer import similar_workloads
 from workers import Candidate, ErrorKind, RunResult, Workers
+from workers.tally import WorkTotals
 
 T = TypeVar("T")
 
@@ -148,7 +149,8 @@ class TuneResult:
     stored ones, not re-timed). ``search_seconds`` of ``wall_seconds`` went to the
     search strategy itself (proposing and learning); the rest to measuring, storing
     and re-timing. ``confirmed`` measurements measured a trial again before it steered
-    the search (they are not trials)."""
+    the search (they are not trials). ``work``: the workers' builds and runs during a
+    ``tune`` (a model's rounds overlap one another, so ``tune_model`` counts its own)."""
 
     task: TuneTask
     space: str
@@ -165,6 +167,7 @@ class TuneResult:
     failures: tuple[FailureGroup, ...] = ()
     search_seconds: float = 0.0
     confirmed: int = 0
+    work: WorkTotals = field(default_factory=WorkTotals)
 
     @property
     def interrupted(self) -> bool:
@@ -201,7 +204,8 @@ def tune(
     transfer, the search learns first from the records of the workloads of
     ``siblings`` (other spaces, as a model's tasks whose spaces share this one's
     points), then from those of other similar workloads."""
-    return start_tuning(
+    before = workers.tally.totals()
+    result = start_tuning(
         task,
         database=database,
         workers=workers,
@@ -212,6 +216,7 @@ def tune(
         job_id=job_id,
         siblings=siblings,
     ).finish()
+    return replace(result, work=workers.tally.totals() - before)
 
 
 def start_tuning(

@@ -26,6 +26,14 @@ class WorkTotals:
     runs: int = 0
     run_seconds: float = 0.0
 
+    def text(self) -> str:
+        """The totals for a person."""
+        each = f" ({self.build_seconds / self.builds:.2f} s each)" if self.builds else ""
+        return (
+            f"{self.builds} builds took {self.build_seconds:.0f} builder-seconds{each}, "
+            f"{self.runs} runs {self.run_seconds:.0f} s"
+        )
+
     def __sub__(self, earlier: WorkTotals) -> WorkTotals:
         return WorkTotals(
             self.builds - earlier.builds,

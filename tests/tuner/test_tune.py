@@ -46,6 +46,12 @@ def test_tune_stores_records_and_retimes_the_best(task, database, backend):
     assert 0 < result.confirmed == len(stored) - 16  # the xgb search confirms its fastest
     assert len(result.curve) == 16
     assert 0 < result.search_seconds < result.wall_seconds
+    # Every trial built once (the re-timing takes the kept builds) and every trial,
+    # confirmation and re-timing round run.
+    retimings = len(result.best) * _options(16).retime_rounds
+    assert result.work.builds == 16 and result.work.build_seconds > 0
+    assert result.work.runs == 16 + result.confirmed + retimings
+    assert 0 < result.work.run_seconds < result.wall_seconds
     assert all(a <= b for a, b in zip(result.curve, result.curve[1:], strict=False))
     assert 1 <= len(result.best) <= 3
     stored = {r.trace for r in database.records(task.workload_key, task.target)}
@@ -61,6 +67,7 @@ def test_tune_stores_records_and_retimes_the_best(task, database, backend):
     table = format_table(result)
     assert "16 measured this run" in table and "matmul.x86" in table
     assert f"{result.confirmed} measurements confirmed the fastest" in table
+    assert "time: 16 builds took" in table
 
 
 def test_the_same_command_resumes_without_measuring_twice(task, database, backend):

@@ -27,6 +27,8 @@ def format_table(result: TuneResult) -> str:
         f"{result.measured} measured this run ({result.errors} errors), {result.restored} "
         f"restored, stopped: {result.stop_reason}, {result.wall_seconds:.1f} s"
     )
+    if result.work.builds or result.work.runs:
+        lines.append(f"time: {result.work.text()}, the search {result.search_seconds:.1f} s")
     if result.confirmed:
         lines.append(
             f"{result.confirmed} measurements confirmed the fastest or surprising trials "
