@@ -34,6 +34,14 @@ class WorkTotals:
             f"{self.runs} runs {self.run_seconds:.0f} s"
         )
 
+    def __add__(self, other: WorkTotals) -> WorkTotals:
+        return WorkTotals(
+            self.builds + other.builds,
+            self.build_seconds + other.build_seconds,
+            self.runs + other.runs,
+            self.run_seconds + other.run_seconds,
+        )
+
     def __sub__(self, earlier: WorkTotals) -> WorkTotals:
         return WorkTotals(
             self.builds - earlier.builds,
@@ -51,21 +59,14 @@ class WorkTally:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add_builds(self, builds: Sequence[BuildResult]) -> None:
-        with self._lock:
-            now = self._totals
-            self._totals = WorkTotals(
-                now.builds + len(builds),
-                now.build_seconds + sum(build.seconds for build in builds),
-                now.runs,
-                now.run_seconds,
-            )
+        self._add(WorkTotals(len(builds), sum(build.seconds for build in builds)))
 
     def add_runs(self, runs: int, seconds: float) -> None:
+        self._add(WorkTotals(runs=runs, run_seconds=seconds))
+
+    def _add(self, more: WorkTotals) -> None:
         with self._lock:
-            now = self._totals
-            self._totals = WorkTotals(
-                now.builds, now.build_seconds, now.runs + runs, now.run_seconds + seconds
-            )
+            self._totals = self._totals + more
 
     def totals(self) -> WorkTotals:
         with self._lock:
