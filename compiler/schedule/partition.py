@@ -22,12 +22,11 @@ which the convolution sums over).
 from __future__ import annotations
 
 from compiler.ir import expr as E
-from compiler.ir.analysis import block_accesses, free_vars
+from compiler.ir.analysis import block_accesses, free_vars, var_ids, visit_statements
 from compiler.ir.buffer import Buffer
-from compiler.ir.expr import Var
 from compiler.ir.function import PrimFunc
 from compiler.ir.layout_free import layout_free_params
-from compiler.ir.node import Node, visit
+from compiler.ir.node import Node
 from compiler.ir.stmt import Block, BlockRealize
 from compiler.schedule.errors import ScheduleError
 from compiler.schedule.handles import LoopRV
@@ -59,11 +58,10 @@ def _rows_first_order(sch: Schedule, loops: list[LoopRV]) -> list[LoopRV] | None
     largest = max((p.static_nbytes for p in activations), default=0)
     if not constants or sum(c.static_nbytes for c in constants) > largest:
         return None
-    channels = _channel_vars(func, _weight_buffers(func))
-    over_channels = [
-        any(id(v) in channels for v in _bound_vars(sch.get(rv).body, sch.get(rv).loop_var))
-        for rv in loops
-    ]
+    blocks = _blocks(func.body)
+    channels = _channel_vars(blocks, _weight_buffers(func, blocks))
+    feeds_channels = _loop_vars_feeding(sch.get(loops[0]).body, channels)
+    over_channels = [id(sch.get(rv).loop_var) in feeds_channels for rv in loops]
     rows = next(
         (k for k, rv in enumerate(loops) if not over_channels[k] and _extent(sch, rv) != 1), None
     )
@@ -73,26 +71,26 @@ def _rows_first_order(sch: Schedule, loops: list[LoopRV]) -> list[LoopRV] | None
     return [rv for rv, c in head if not c] + [rv for rv, c in head if c] + loops[rows + 1 :]
 
 
-def _weight_buffers(func: PrimFunc) -> list[Buffer]:
-    """The constant parameters and the buffers filled from them alone (a weight in
-    the layout the kernel reads, a packed copy of it)."""
+def _weight_buffers(func: PrimFunc, blocks: list[Block]) -> list[Buffer]:
+    """The constant parameters and the buffers that ``blocks`` (the function's) fill
+    from them alone (a weight in the layout the kernel reads, a packed copy of it)."""
     found = list(layout_free_params(func))
-    for block in _blocks(func.body):
+    for block in blocks:
         reads, writes = block_accesses(block)
         if reads and all(any(r.buffer is w for w in found) for r in reads):
             found += [region.buffer for region in writes]
     return found
 
 
-def _channel_vars(func: PrimFunc, weights: list[Buffer]) -> set[int]:
-    """The ids of the block variables over channels, in any block: those that index a
+def _channel_vars(blocks: list[Block], weights: list[Buffer]) -> set[int]:
+    """The ids of the block variables over channels, in any of ``blocks``: those that index a
     weight, and those that index a dimension of an activation which some block indexes
     with variables over channels alone (the padded input's channel blocks, which the
     convolution sums over), until no more are found."""
     weight_ids = {id(w) for w in weights}
     accesses = []  # (block variable ids, access) of every access to an activation
     channels: set[int] = set()
-    for block in _blocks(func.body):
+    for block in blocks:
         own = {id(iv.var) for iv in block.iter_vars}
         reads, writes = block_accesses(block)
         if reads and all(id(r.buffer) in weight_ids for r in reads):
@@ -116,30 +114,30 @@ def _channel_vars(func: PrimFunc, weights: list[Buffer]) -> set[int]:
             return channels
 
 
-def _bound_vars(body: Node, loop_var: Var) -> list[Var]:
-    """The block variables that the loop's variable feeds, in every block below it."""
-    bound: list[Var] = []
+def _loop_vars_feeding(body: Node, block_vars: set[int]) -> set[int]:
+    """The ids of the variables that feed one of ``block_vars`` (ids) in a block of
+    ``body``: one walk of the statements serves every loop of a nest, since a loop's
+    variable occurs only under it."""
+    feeding: set[int] = set()
 
-    def collect(node: Node) -> bool | None:
+    def collect(node: Node) -> None:
         if isinstance(node, BlockRealize):
             for iv, value in zip(node.block.iter_vars, node.iter_values, strict=True):
-                if any(v is loop_var for v in free_vars(value)):
-                    bound.append(iv.var)
-        return None
+                if id(iv.var) in block_vars:
+                    feeding.update(var_ids(value))
 
-    visit(body, collect)
-    return bound
+    visit_statements(body, collect)
+    return feeding
 
 
 def _blocks(root: Node) -> list[Block]:
     found: list[Block] = []
 
-    def collect(node: Node) -> bool | None:
+    def collect(node: Node) -> None:
         if isinstance(node, Block) and node.name != "root":
             found.append(node)
-        return None
 
-    visit(root, collect)
+    visit_statements(root, collect)
     return found
 
 
