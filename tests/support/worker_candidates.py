@@ -22,6 +22,10 @@ MATMUL = {"op": "matmul", "args": {"m": 67, "n": 45, "k": 33}}
 # busy: only the hang tests ever reach them.
 TEST_CONFIG = MeasureConfig(repeat=2, min_repeat_ms=1.0, timeout_s=30.0)
 BUILD_TIMEOUT_S = 30.0
+# The loop length of tests that check a timing loop grows past one call of a tiny
+# kernel: far above the call even while another test process has the core (at 2 ms, a
+# call slowed past it once made the loop a single call).
+GROWN_LOOP_MS = 50.0
 
 
 def matmul_candidate(seed: int = 0, fault: Fault | None = None, argument: str = "") -> Candidate:

@@ -27,6 +27,7 @@ from faulty_workers import (
 )
 from worker_candidates import (
     BUILD_TIMEOUT_S,
+    GROWN_LOOP_MS,
     MATMUL,
     TEST_CONFIG,
     custom_candidate,
@@ -329,7 +330,9 @@ _SMALL_CONV = {
 
 
 def test_min_repeat_ms_grows_number_and_cache_flush_runs() -> None:
-    config = MeasureConfig(repeat=2, min_repeat_ms=50.0, flush_cache=True, flush_bytes=1 << 20)
+    config = MeasureConfig(
+        repeat=2, min_repeat_ms=GROWN_LOOP_MS, flush_cache=True, flush_bytes=1 << 20
+    )
     candidate = spec_candidate({"op": "relu", "args": {"shape": [31]}})
     with workers.create("local", max_workers=1, config=config) as backend:
         (result,) = backend.measure([candidate])
@@ -493,7 +496,7 @@ def test_a_kernel_of_microseconds_is_timed_in_full_whatever_its_cutoff() -> None
     alone (a fresh library's first parallel call takes milliseconds): a cutoff below
     it must not cut it on that call, or the search stores a time thousands of times
     its real one and never sees the schedule again."""
-    config = MeasureConfig(repeat=3, min_repeat_ms=50.0)  # far above a call, under load too
+    config = MeasureConfig(repeat=3, min_repeat_ms=GROWN_LOOP_MS)
     tiny = dataclasses.replace(matmul_candidate(1), cutoff_seconds=1e-9)
     with workers.create("local", max_workers=1, config=config) as backend:
         (result,) = backend.measure([tiny])
@@ -677,9 +680,7 @@ def test_cold_weights_times_a_model_kernel_call_by_call_with_its_weights_evicted
     assert make_reference(func, None, seed=0).weights == (1,)
     (build,) = local.builder.build([Candidate.make(func, Schedule(func).trace)])
     measurer = Measurer(host="here")
-    # Loops of 50 ms: far more than one call of this matmul takes, even on a loaded
-    # host (with 2 ms, a call slowed past it under load made the loop a single call).
-    config = MeasureConfig(repeat=4, min_repeat_ms=50.0)
+    config = MeasureConfig(repeat=4, min_repeat_ms=GROWN_LOOP_MS)
     cold = measurer.measure(build, dataclasses.replace(config, cold_weights=True))
     assert cold.ok, cold.error
     assert cold.number == 1 and len(cold.run_times) == 4

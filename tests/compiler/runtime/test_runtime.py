@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from worker_candidates import GROWN_LOOP_MS
 
 import compiler
 import compiler.target.llvm
@@ -109,7 +110,7 @@ def test_time_evaluator(add_lib, rng):
     assert 0 < result.min <= result.median <= result.max
     assert result.mean > 0
     np.testing.assert_array_equal(c, a + b)
-    grown = add_lib.time_evaluator("main", number=1, repeat=1, min_repeat_ms=50)(a, b, c)
+    grown = add_lib.time_evaluator("main", number=1, repeat=1, min_repeat_ms=GROWN_LOOP_MS)(a, b, c)
     assert grown.number > 1
     with pytest.raises(RuntimeArgumentError):
         add_lib.time_evaluator("main")(a, b)
