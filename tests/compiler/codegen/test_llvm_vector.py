@@ -198,10 +198,11 @@ def test_accumulating_into_a_parameter_keeps_the_loop_form(tmp_path, rng):
     matmul_result(func, 7, 11, 24, rng)
 
 
-def accumulating_tile(init_kind: ForKind) -> Allocate:
-    """An accumulator tile: its initialization loop of ``init_kind``, then a vector
-    loop that accumulates ``b`` into it, then a vector loop that writes it to ``c``."""
-    acc, b, c = Buffer("acc", (16,)), Buffer("b", (16,)), Buffer("c", (16,))
+def accumulating_tile(init_kind: ForKind, elements: int = 16) -> Allocate:
+    """An accumulator tile of ``elements``: its initialization loop of ``init_kind``,
+    then a vector loop that accumulates ``b`` into its first 16, then a vector loop
+    that writes those to ``c``."""
+    acc, b, c = Buffer("acc", (elements,)), Buffer("b", (16,)), Buffer("c", (16,))
     init = Var("i", "int64")
     return Allocate(
         acc,
@@ -235,6 +236,17 @@ def test_an_accumulator_touched_element_by_element_keeps_its_loops():
     assert len(planned) == 3
     on_the_heap = plan_vector_loops(accumulating_tile(ForKind.VECTORIZED), 512, stack_bytes=32)
     assert len(on_the_heap) == 2  # not the loop that accumulates
+
+
+def test_an_accumulator_larger_than_the_registers_keeps_its_vector_loops():
+    """A tile larger than 32 vector registers lives in memory whatever its accesses'
+    widths, so a scalar loop beside its vector loops leaves them written as vectors:
+    left to LLVM, unrolled copies of such a loop became thousands of scalar accesses
+    that took seconds to optimize."""
+    fits = plan_vector_loops(accumulating_tile(ForKind.SERIAL, 512), 512, STACK_LIMIT_BYTES)
+    assert fits == {}
+    larger = plan_vector_loops(accumulating_tile(ForKind.SERIAL, 513), 512, STACK_LIMIT_BYTES)
+    assert len(larger) == 2  # the loops that accumulate and write back; not the scalar one
 
 
 def test_an_accumulator_off_the_stack_is_vectors_only_in_an_unrolled_tile():
