@@ -482,6 +482,28 @@ def test_an_outsider_of_short_calls_is_timed_in_two_calibrated_loops(
     assert sum(repeat for _, repeat, _ in asked[1:]) == runs
 
 
+@pytest.mark.parametrize(
+    ("per_call", "results"),
+    [
+        ((12e-3, 2e-3), (2e-3,) * 5),  # one stalled call: timed in full
+        ((12e-3, 11e-3), (11e-3,)),  # past the cutoff twice: cut
+        ((0.2,), (0.2,)),  # too long to be a stall: cut at once
+    ],
+)
+def test_one_call_past_the_cutoff_cuts_only_when_the_next_is_too(
+    per_call: tuple[float, ...], results: tuple[float, ...]
+) -> None:
+    """A call past the cutoff is cut only when it is too long to be a stall (a vCPU
+    descheduled for 12 ms once cut a kernel of microseconds), or the next call is past
+    it as well."""
+    config = MeasureConfig(repeat=5, min_repeat_ms=1.0)
+    asked: list[tuple[int, int, float]] = []
+    timing = time_in_steps(
+        scripted_loops(per_call, asked), config, 10e-3, deadline=time.monotonic() + 60
+    )
+    assert timing.results == results
+
+
 def test_without_a_contender_bound_every_candidate_is_timed_in_full() -> None:
     config = MeasureConfig(repeat=5, min_repeat_ms=1.0)
     asked: list[tuple[int, int, float]] = []
