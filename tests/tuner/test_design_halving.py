@@ -83,7 +83,6 @@ def test_the_designs_a_batch_is_shared_among_halve_fastest_first(
         seed=1,
         epsilon=0.0,
         features="decision",
-        sweep_share=0.0,  # the sweep's twins visit the other designs on purpose
     )
     seen = []
     while (batch := strategy.generate_measure_candidates()) is not None:

@@ -25,28 +25,19 @@ Each ask, in order:
    ``SHORTLIST_PER_CANDIDATE`` per candidate wanted, and rank them by the cost
    model; propose the best, the designs taking turns, except a share ``epsilon``
    of random points, so regions the model wrongly thinks poor still get measured,
-   and a share ``sweep_share`` taken first by the sweep (below).
+   and a share ``sweep_share`` taken first by the location sweep (below).
 
-The sweep proposes the fastest point's unvisited twins first, then its location
-neighbours. A twin is the same decisions in another design with the same domains
-(``Space.twins``): a convolution's register tile with its accumulator written back
-at the other tile level. A mutation keeps the design, and the designs are halved by
-their fastest points so far, so a design whose random points were slow was dropped
-with the tilings that suit it never tried: in one of four 64-trial seeds of conv2d
-NCHW 1x64x56x56, the search kept the design whose random point was fastest and
-ended at 175 GFLOP/s, where the other three reached 193-197 in its twin design.
-
-A block's compute location (a convolution's padding computed inline, at the root,
-or at one of a dozen tile loops) changes a kernel's memory traffic more than any
-tile does, and the search seldom moves it: the mutators change it in one child of
-about 25 (MetaSchedule's probabilities), and the models, trained on points that
-nearly all share the location of the first fast one, score the others by guesswork.
-In MobileNetV2 tuned with 2,000 trials, three of its depthwise convolutions had
-27-70 measured points at one padding location each, and moving just that decision of
-their fastest took 19-49 % off their time. So after the twins, each ask proposes the
-fastest point's unvisited neighbours that differ from it in one compute location,
-the program model's favourites first: as long as the fastest point stays, every
-other location of its blocks is measured within a few asks.
+The location sweep. A block's compute location (a convolution's padding computed
+inline, at the root, or at one of a dozen tile loops) changes a kernel's memory
+traffic more than any tile does, and the search seldom moves it: the mutators
+change it in one child of about 25 (MetaSchedule's probabilities), and the models,
+trained on points that nearly all share the location of the first fast one, score
+the others by guesswork. In MobileNetV2 tuned with 2,000 trials, three of its
+depthwise convolutions had 27-70 measured points at one padding location each, and
+moving just that decision of their fastest took 19-49 % off their time. So each ask
+proposes first the fastest point's unvisited neighbours that differ from it in one
+compute location, the program model's favourites first: as long as the fastest
+point stays, every other location of its blocks is measured within a few asks.
 
 A generated space has several designs (a GEMM's: with or without a write cache,
 with packed inputs, with the epilogue fused at one tile level or another), and a
@@ -87,7 +78,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Container, Iterator, Mapping, Sequence
 from time import monotonic
 from typing import Any
 
@@ -125,8 +116,8 @@ SHORTLIST_PER_CANDIDATE = 2
 # The fewest measured points between two halvings of the designs a batch is shared
 # among (``EvolutionarySearch._kept_designs``).
 DESIGN_HALVING_TRIALS = 16
-# The share of each batch that the sweep takes (rounded up), and how many of the
-# fastest point's location neighbours per point taken it replays to rank.
+# The share of each batch that the location sweep takes (rounded up), and how many
+# of the fastest point's location neighbours per point taken it replays to rank.
 SWEEP_SHARE = 0.25
 SWEEP_REPLAYS_PER_POINT = 3
 # The kind of the decision domains the sweep moves.
@@ -141,7 +132,7 @@ class EvolutionarySearch(ModelGuidedSearch):
     of the fastest measured points seed it; ``mutation_probabilities`` maps mutator
     kinds to their probability (default ``mutators.DEFAULT_PROBABILITIES``);
     ``epsilon`` the share of each batch drawn at random; ``sweep_share`` the share
-    the sweep takes; ``warmup`` the measurements before the model is used
+    the location sweep takes; ``warmup`` the measurements before the model is used
     (default: one batch)."""
 
     def __init__(
@@ -207,42 +198,33 @@ class EvolutionarySearch(ModelGuidedSearch):
         self._breeding = (size, monotonic() - started)
         unscored = {point: score for point, score in met.items() if point not in scored}
         scored.update(self._shortlisted(unscored, SHORTLIST_PER_CANDIDATE * count, designs))
-        sweep = self._sweep(count)
+        sweep = self._location_sweep(count)
         ranked = _in_turns(sorted(scored, key=lambda point: -scored[point]), designs)
         self._expect(scored | sweep)
         yield from sweep
         rest = [p for p in ranked if not self.is_visited(p) and p not in sweep]
         yield from self._with_exploration(rest, count - len(sweep))
 
-    def _sweep(self, count: int) -> dict[Decisions, float]:
-        """The sweep's points of this ask (see the module docstring), each with the
-        program model's score: ``sweep_share`` of ``count`` (rounded up), of which the
-        fastest measured point's unvisited twins that replay first, then its unvisited
-        neighbours in one compute location, the best-scored of SWEEP_REPLAYS_PER_POINT
-        times as many that replay, drawn in random order."""
+    def _location_sweep(self, count: int) -> dict[Decisions, float]:
+        """The location sweep's points of this ask (see the module docstring), each
+        with the program model's score: ``sweep_share`` of ``count`` (rounded up) of
+        the fastest measured point's unvisited neighbours in one compute location,
+        the best-scored of SWEEP_REPLAYS_PER_POINT times as many that replay, drawn in
+        random order."""
         wanted = math.ceil(self.sweep_share * count)
         measured = self.measured()
         if not wanted or not measured:
             return {}
-        fastest = measured[0].decisions
-        twins = self._unvisited_legal(self.space.twins(fastest), wanted)
-        near = list(self.space.neighbours(fastest, kind=COMPUTE_LOCATION))
+        near = list(self.space.neighbours(measured[0].decisions, kind=COMPUTE_LOCATION))
         self.rng.shuffle(near)
-        left = wanted - len(twins)
-        legal = self._unvisited_legal(near, SWEEP_REPLAYS_PER_POINT * left)
-        scores = dict(zip(legal, self._predict(legal).tolist(), strict=True))
-        best_near = dict(sorted(scores.items(), key=lambda item: -item[1])[:left])
-        return dict(zip(twins, self._predict(twins).tolist(), strict=True)) | best_near
-
-    def _unvisited_legal(self, points: Iterable[Decisions], most: int) -> list[Decisions]:
-        """Up to ``most`` of ``points``, in order, that are unvisited and replay."""
         legal: list[Decisions] = []
-        for point in points:
-            if len(legal) >= most:
+        for point in near:
+            if len(legal) >= SWEEP_REPLAYS_PER_POINT * wanted:
                 break
             if not self.is_visited(point) and replays(self.space, point):
                 legal.append(point)
-        return legal
+        scores = dict(zip(legal, self._predict(legal).tolist(), strict=True))
+        return dict(sorted(scores.items(), key=lambda item: -item[1])[:wanted])
 
     def _kept_designs(self) -> list[int] | None:
         """The designs this ask shares its batch among, fastest measured first:
@@ -318,8 +300,12 @@ class EvolutionarySearch(ModelGuidedSearch):
         """Up to ``wanted`` of the unvisited points ``met`` in the generations that
         replay, the ``designs`` in turns (None: any, no turns) and each one's best by
         the decision model first, each with the program model's score."""
-        ranked = _in_turns(sorted(met, key=lambda p: -met[p]), designs)
-        legal = self._unvisited_legal(ranked, wanted)
+        legal: list[Decisions] = []
+        for point in _in_turns(sorted(met, key=lambda p: -met[p]), designs):
+            if len(legal) >= wanted:
+                break
+            if not self.is_visited(point) and replays(self.space, point):
+                legal.append(point)
         return dict(zip(legal, self._predict(legal).tolist(), strict=True))
 
     def _population(self, count: int) -> int:

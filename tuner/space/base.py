@@ -299,16 +299,6 @@ class Space(abc.ABC):
                     values = (*decisions.values[:k], value, *decisions.values[k + 1 :])
                     yield Decisions(decisions.design, values)
 
-    def twins(self, decisions: Decisions) -> Iterator[Decisions]:
-        """The same decisions in each other design whose domains are those of
-        ``decisions``' design: one tiling under another structure (a convolution's
-        accumulator written back at another tile level), a point the mutations, which
-        keep the design, never reach."""
-        domains = self.decision_domains(decisions.design)
-        for design in range(self.design_count):
-            if design != decisions.design and self.decision_domains(design) == domains:
-                yield Decisions(design, decisions.values)
-
     def shares_points_with(self, other: Space) -> bool:
         """Whether ``other``'s decisions are points of this space that mean the same:
         the same kind of space with the same designs and domains. A sibling workload
