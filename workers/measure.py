@@ -241,8 +241,9 @@ def time_in_steps(
     if cutoff_seconds is not None and per_call > cutoff_seconds:
         if per_call >= COLD_CUT_SECONDS:
             return first
-        # Under COLD_CUT_SECONDS, a call past the cutoff may be a stall (a vCPU
-        # descheduled for 12 ms cut a matmul of microseconds): cut on a second call.
+        # Under COLD_CUT_SECONDS, a call past the cutoff may be a stall (one call of
+        # 12 ms, while another process had the core, cut a matmul of microseconds):
+        # cut on a second call.
         first = loops(config.number, 1, 0.0, warmup=0)
         (per_call,) = first.results
         if per_call > cutoff_seconds:

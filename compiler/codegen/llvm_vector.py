@@ -90,9 +90,11 @@ def plan_vector_loops(
     unrolled_inside: set[int] = set()
 
     def find(n: Node) -> None:
-        if isinstance(n, Allocate) and _bytes(n.buffer) <= stack_bytes:
-            on_stack.add(id(n.buffer))
-            if _bytes(n.buffer) <= register_file_bytes:
+        if isinstance(n, Allocate):
+            size = _bytes(n.buffer)
+            if size <= stack_bytes:
+                on_stack.add(id(n.buffer))
+            if size <= min(stack_bytes, register_file_bytes):
                 in_registers.add(id(n.buffer))
         elif isinstance(n, For):
             if n.kind is ForKind.UNROLLED and isinstance(n.body, For):
