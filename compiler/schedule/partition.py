@@ -22,7 +22,7 @@ which the convolution sums over).
 from __future__ import annotations
 
 from compiler.ir import expr as E
-from compiler.ir.analysis import block_accesses, free_vars, var_ids, visit_statements
+from compiler.ir.analysis import block_accesses, var_ids, visit_statements
 from compiler.ir.buffer import Buffer
 from compiler.ir.function import PrimFunc
 from compiler.ir.layout_free import layout_free_params
@@ -88,7 +88,9 @@ def _channel_vars(blocks: list[Block], weights: list[Buffer]) -> set[int]:
     with variables over channels alone (the padded input's channel blocks, which the
     convolution sums over), until no more are found."""
     weight_ids = {id(w) for w in weights}
-    accesses = []  # (block variable ids, access) of every access to an activation
+    # (buffer id, dimension, ids of the block's variables that index it) of every
+    # access to an activation
+    indexing: list[tuple[int, int, frozenset[int]]] = []
     channels: set[int] = set()
     for block in blocks:
         own = {id(iv.var) for iv in block.iter_vars}
@@ -96,20 +98,21 @@ def _channel_vars(blocks: list[Block], weights: list[Buffer]) -> set[int]:
         if reads and all(id(r.buffer) in weight_ids for r in reads):
             continue  # a copy of a weight
         for region in reads + writes:
+            by_dim = [var_ids(r.min) & own for r in region.region]
             if id(region.buffer) in weight_ids:
-                channels |= {id(v) for r in region.region for v in free_vars(r.min)} & own
+                channels.update(*by_dim)
             else:
-                accesses.append((own, region))
+                indexing += [
+                    (id(region.buffer), dim, used) for dim, used in enumerate(by_dim) if used
+                ]
     channel_dims: set[tuple[int, int]] = set()
     while True:
         before = (len(channels), len(channel_dims))
-        for own, region in accesses:
-            for dim, r in enumerate(region.region):
-                used = {id(v) for v in free_vars(r.min)} & own
-                if used and used <= channels:
-                    channel_dims.add((id(region.buffer), dim))
-                elif (id(region.buffer), dim) in channel_dims:
-                    channels |= used
+        for buffer, dim, used in indexing:
+            if used <= channels:
+                channel_dims.add((buffer, dim))
+            elif (buffer, dim) in channel_dims:
+                channels |= used
         if (len(channels), len(channel_dims)) == before:
             return channels
 
