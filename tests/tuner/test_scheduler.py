@@ -76,9 +76,7 @@ def test_gradient_gives_a_young_algorithm_within_reach_its_first_trials() -> Non
     the gradient rule until it has had ``alternative_trials``; one 3x behind, or one
     that has had them, is left to the rule, which gives it none here."""
     gradient = scheduler.create("gradient", alternative_trials=64, alternative_reach=2.0)
-    direct = TaskState(weight=2, trials=96, history=((96, 1e-3),), choice="conv")
-    other = TaskState(weight=8, trials=16, history=((16, 1e-3),))  # the rule's pick
-    young = TaskState(weight=2, trials=16, history=((16, 1.5e-3),), choice="conv")
+    direct, other, young = _direct_other_and_a_form_after_one_round(1.5e-3)
     assert gradient.next_task([direct, other, young]) == 2
     far_behind = replace(young, history=((16, 3e-3),))
     assert gradient.next_task([direct, other, far_behind]) == 1
@@ -88,6 +86,28 @@ def test_gradient_gives_a_young_algorithm_within_reach_its_first_trials() -> Non
     assert gradient.next_task([direct, young, other, younger]) == 3  # fewest trials first
     without = scheduler.create("gradient", alternative_trials=0)
     assert without.next_task([direct, other, young]) == 1
+
+
+def test_by_default_a_form_is_young_within_one_and_a_half_times_the_fastest() -> None:
+    """The default reach: a form 1.45x behind after one round (a Winograd form that went
+    on to win) gets rounds first; one 1.7x behind (a direct form that lost to Winograd)
+    is left to the gradient rule, which gives it none here."""
+    gradient = scheduler.create("gradient")
+    direct, other, close = _direct_other_and_a_form_after_one_round(1.45e-3)
+    assert gradient.next_task([direct, other, close]) == 2
+    behind = replace(close, history=((16, 1.7e-3),))
+    assert gradient.next_task([direct, other, behind]) == 1
+
+
+def _direct_other_and_a_form_after_one_round(
+    seconds: float,
+) -> tuple[TaskState, TaskState, TaskState]:
+    """A convolution's direct form at 1 ms after 96 trials, another task that the
+    gradient rule picks, and the convolution's other form at ``seconds`` after 16."""
+    direct = TaskState(weight=2, trials=96, history=((96, 1e-3),), choice="conv")
+    other = TaskState(weight=8, trials=16, history=((16, 1e-3),))
+    form = TaskState(weight=2, trials=16, history=((16, seconds),), choice="conv")
+    return direct, other, form
 
 
 def test_a_task_whose_best_stopped_falling_is_stopped_with_the_reason() -> None:
