@@ -21,8 +21,8 @@ the 56x56 residual convolution's F(4x4) form went from 0.82 ms after 16 trials t
 Those winners were 1.41x and 1.45x behind after their first round. In three tunings
 of ResNet-18 on ``-mcpu=znver4`` (24 convolutions with two or three forms), every
 form that won was at most 1.02x behind after its first round, while forms that lost
-were up to 2.6x behind; with a reach of 2x, the losing forms within it took 100 to
-250 of each 2,000-trial budget, which the tasks the model runs could use."""
+were up to 2.6x behind, and those within a reach of 2x kept getting rounds until
+their 64th trial."""
 
 from __future__ import annotations
 
