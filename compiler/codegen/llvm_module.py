@@ -16,8 +16,11 @@ from compiler.codegen.llvm_context import ModuleContext
 from compiler.codegen.llvm_stmt import STACK_LIMIT_BYTES, FunctionEmitter
 from compiler.codegen.llvm_types import string_constant
 from compiler.codegen.llvm_vector import plan_vector_loops, rolled_vector_loops
-from compiler.ir.expr import byte_size
+from compiler.ir.expr import BufferLoad, byte_size
 from compiler.ir.function import PrimFunc
+from compiler.ir.layout_free import CONVERTS_WEIGHT_ATTR
+from compiler.ir.node import Node, visit
+from compiler.ir.stmt import BufferStore, For, ForKind
 
 
 def emit_module(
@@ -44,6 +47,7 @@ def _emit_function(module: ModuleContext, symbol: str, func: PrimFunc) -> str:
     emitter = FunctionEmitter(module, symbol)
     emitter.vector_loops = plan_vector_loops(func.body, module.vector_bits, STACK_LIMIT_BYTES)
     emitter.rolled_loops = rolled_vector_loops(func.body, emitter.vector_loops)
+    emitter.scalar_loops = rolled_copy_loops(func)
     params = []
     for k, buffer in enumerate(func.params):
         emitter.buffers[id(buffer)] = f"%arg{k}"
@@ -53,6 +57,32 @@ def _emit_function(module: ModuleContext, symbol: str, func: PrimFunc) -> str:
         params.append(f"i64 %size{k}")
     emitter.stmt(func.body)
     return emitter.finish(f"void @{symbol}({', '.join(params)})")
+
+
+def rolled_copy_loops(func: PrimFunc) -> set[int]:
+    """The loops of ``func`` that LLVM must leave rolled and scalar: all of them when
+    ``func`` converts a weight (``CONVERTS_WEIGHT_ATTR``) by copying its elements into
+    a new layout in serial loops. Such a function runs once per weight: LLVM's
+    unroller and vectorizers spent 15-235 ms of a build on its loops (the blocked
+    weights of ResNet-18's convolutions, about 4 % of its tuning's build time), and
+    the copy ran no faster for it (up to 1.5 ms either way). A conversion that
+    computes (Winograd's weight transform) keeps them: scalar, it ran up to 20 times
+    longer, in every candidate's measurement."""
+    if not func.attrs.get(CONVERTS_WEIGHT_ATTR):
+        return set()
+    loops: list[For] = []
+    copies = True
+
+    def collect(node: Node) -> None:
+        nonlocal copies
+        if isinstance(node, For):
+            loops.append(node)
+            copies = copies and node.kind is ForKind.SERIAL
+        elif isinstance(node, BufferStore):
+            copies = copies and isinstance(node.value, BufferLoad)
+
+    visit(func.body, collect)
+    return {id(loop) for loop in loops} if copies else set()
 
 
 def _signature_getter(signatures: Sequence[FuncSignature]) -> list[str]:

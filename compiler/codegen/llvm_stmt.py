@@ -51,6 +51,8 @@ class FunctionEmitter(ExprEmitter):
         # the vectorized loops LLVM must not unroll (llvm_vector.rolled_vector_loops).
         self.vector_loops: dict[int, list[BufferStore]] = {}
         self.rolled_loops: set[int] = set()
+        # The loops LLVM must leave rolled and scalar (llvm_module.rolled_copy_loops).
+        self.scalar_loops: set[int] = set()
 
     def finish(self, header: str) -> str:
         """The function's text; ``header`` is e.g. ``"void @f(ptr %a)"``."""
@@ -186,6 +188,8 @@ class FunctionEmitter(ExprEmitter):
         if loop.kind is ForKind.UNROLLED:
             constant = _const(loop.extent) is not None
             return ['!"llvm.loop.unroll.full"' if constant else '!"llvm.loop.unroll.enable"']
+        if id(loop) in self.scalar_loops:
+            return ['!"llvm.loop.unroll.disable"', '!"llvm.loop.vectorize.enable", i1 false']
         return _around_vector_loop(loop)
 
     def loop(self, var: Var, low: str, high: str, body: Stmt, metadata: str = "") -> None:
@@ -255,6 +259,7 @@ class FunctionEmitter(ExprEmitter):
         body = FunctionEmitter(self.module, name, in_parallel=True)
         body.vector_loops = self.vector_loops
         body.rolled_loops = self.rolled_loops
+        body.scalar_loops = self.scalar_loops
         body.ranges = dict(self.ranges)
         params = []
         for k, buffer in enumerate(captured_buffers):

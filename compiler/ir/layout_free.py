@@ -23,6 +23,10 @@ LAYOUT_FREE_ATTR = "layout_free_buffers"
 # Winograd's. Its value is the parameter's name, or True for the one parameter the
 # block reads. A build runs such a block once per weight instead of in every call.
 LAYOUT_REWRITE_ATTR = "layout_rewrite"
+# The attribute of a function that a build split out of another to run such a block
+# (``compiler.lower.prepack``): it runs once per weight, not once per call, so its
+# code is compiled for a short compile more than for speed.
+CONVERTS_WEIGHT_ATTR = "converts_weight"
 
 
 class LayoutFreeError(CompilerError, ValueError):

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from compiler.errors import CompilerError
 from compiler.ir.buffer import Buffer
 from compiler.ir.function import IRModule, PrimFunc
-from compiler.ir.layout_free import LAYOUT_REWRITE_ATTR, layout_free_params
+from compiler.ir.layout_free import CONVERTS_WEIGHT_ATTR, LAYOUT_REWRITE_ATTR, layout_free_params
 from compiler.ir.stmt import Block, BlockRealize, Stmt, seq, true_predicate
 from compiler.schedule.primitives.dataflow import (
     leaf_realizes,
@@ -113,7 +113,11 @@ def split_conversion(func: PrimFunc, param: str) -> tuple[PrimFunc, PrimFunc]:
         func, params=params, body=dataclasses.replace(func.body, block=new_root)
     )
     pack_root = Block("root", (), statement)
-    pack = PrimFunc((source, laid_out), BlockRealize((), true_predicate(), pack_root))
+    pack = PrimFunc(
+        (source, laid_out),
+        BlockRealize((), true_predicate(), pack_root),
+        {CONVERTS_WEIGHT_ATTR: True},
+    )
     return main, pack
 
 
