@@ -66,12 +66,13 @@ def test_save_and_load_give_the_same_predictions(
     kind: str, rng: np.random.Generator, tmp_path
 ) -> None:
     X, y = _data(rng)
-    model = cost_model.create(kind, random_state=3, max_depth=4).fit(X, y)
+    model = cost_model.create(kind, random_state=3, max_depth=4, colsample_bytree=0.5).fit(X, y)
     path = tmp_path / "model.json"
     model.save(path)
     loaded = type(model).load(path)
     np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
     assert loaded.max_depth == 4  # type: ignore[attr-defined]
+    assert loaded.colsample_bytree == 0.5  # type: ignore[attr-defined]
     path.write_text("{}")
     with pytest.raises(CostModelError, match="not a model saved"):
         type(model).load(path)
@@ -82,7 +83,8 @@ def test_random_state_makes_fitting_reproducible(kind: str, rng: np.random.Gener
     X, y = _data(rng)
 
     def fitted(seed: int) -> np.ndarray:
-        return cost_model.create(kind, random_state=seed, subsample=0.7).fit(X, y).predict(X)
+        options = {"subsample": 0.7, "colsample_bytree": 0.5}
+        return cost_model.create(kind, random_state=seed, **options).fit(X, y).predict(X)
 
     np.testing.assert_array_equal(fitted(1), fitted(1))
     assert not np.array_equal(fitted(1), fitted(2))

@@ -7,11 +7,14 @@ model the search trains on the others' records: program features, each task's
 targets its log throughput relative to its own fastest (``log_targets``), so tasks
 of different speeds mix, as ``learn_from`` does for a model's tasks.
 
-Issue 30 asks for 0.8 of the pairs; the model orders 0.715 (0.59-0.85 by task, the
-strided convolution last). Per-task standardized features, the pairwise ranking
-objective, decision features and both feature sets together each stayed within
-0.64-0.74. So the bar below is the level reached, well above chance (0.5), where a
-change that broke what transfers between tasks would fall.
+Issue 30 asks for 0.8 of the pairs; the search's default model orders 0.754
+(0.67-0.85 by task, the strided convolution last), 0.715 before its trees each saw
+a share of the rows and columns (``PROGRAM_MODEL_OPTIONS``). Per-task standardized
+features, the pairwise ranking objective (also with a group per task), quantile
+targets, decision features and both feature sets together each stayed within
+0.63-0.76. A model trained on 72 of a task's own 96 points orders the other 24 at
+0.75-0.90 by task: the bar below is near what this fixture allows, well above
+chance (0.5), where a change that broke what transfers between tasks would fall.
 """
 
 from __future__ import annotations
@@ -19,12 +22,11 @@ from __future__ import annotations
 import numpy as np
 from tuning_fixture import CROSS_TASK_FIXTURE, pooled_pair_accuracy, recorded_workloads
 
-from tuner import cost_model
 from tuner.cost_model import features
-from tuner.search.model_guided import log_targets
+from tuner.search.model_guided import default_model, log_targets
 
 # Pairs of an unseen task's successes ordered right (see the module docstring).
-MIN_ACCURACY = 0.7
+MIN_ACCURACY = 0.74
 
 
 def test_a_model_trained_on_other_tasks_ranks_an_unseen_one() -> None:
@@ -35,7 +37,7 @@ def test_a_model_trained_on_other_tasks_ranks_an_unseen_one() -> None:
 
     def left_out(k: int) -> tuple[str, np.ndarray, np.ndarray]:
         others = [j for j in range(len(workloads)) if j != k]
-        model = cost_model.create("xgb", random_state=0)
+        model = default_model(extractor, seed=0)
         model.fit(
             np.concatenate([rows[j] for j in others]),
             np.concatenate([log_targets(workloads[j].throughputs) for j in others]),

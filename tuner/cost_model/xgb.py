@@ -39,6 +39,7 @@ class XGBCostModel(CostModel):
         learning_rate: float = 0.2,
         min_child_weight: float = 1.0,
         subsample: float = 1.0,
+        colsample_bytree: float = 1.0,
         random_state: int = 0,
         n_jobs: int = 1,
     ) -> None:
@@ -48,6 +49,7 @@ class XGBCostModel(CostModel):
         self.learning_rate = learning_rate
         self.min_child_weight = min_child_weight
         self.subsample = subsample
+        self.colsample_bytree = colsample_bytree
         self.random_state = random_state
         self.n_jobs = n_jobs
 
@@ -59,6 +61,7 @@ class XGBCostModel(CostModel):
             "learning_rate": self.learning_rate,
             "min_child_weight": self.min_child_weight,
             "subsample": self.subsample,
+            "colsample_bytree": self.colsample_bytree,
             "random_state": self.random_state,
             "n_jobs": self.n_jobs,
         }
@@ -79,6 +82,7 @@ class XGBCostModel(CostModel):
             "eta": self.learning_rate,
             "min_child_weight": self.min_child_weight,
             "subsample": self.subsample,
+            "colsample_bytree": self.colsample_bytree,
             "seed": self.random_state,
             "nthread": self.n_jobs,
             "verbosity": 0,

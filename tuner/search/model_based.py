@@ -37,10 +37,10 @@ from tuner.space.base import Decisions, Space, positions
 
 
 class ModelBasedSearch(ModelGuidedSearch):
-    """``features`` is an extractor or its kind; ``model`` a CostModel (default: XGBoost
-    regression seeded by ``seed``); ``epsilon`` the share of each batch drawn at
-    random; ``warmup`` the measurements before the model is used (default: one
-    batch); ``sa_chains``, ``sa_steps`` and ``temperature`` size the annealing."""
+    """``features`` is an extractor or its kind; ``model`` a CostModel (default:
+    ``default_model``, XGBoost regression seeded by ``seed``); ``epsilon`` the share of
+    each batch drawn at random; ``warmup`` the measurements before the model is used
+    (default: one batch); ``sa_chains``, ``sa_steps`` and ``temperature`` size the annealing."""
 
     def __init__(
         self,
