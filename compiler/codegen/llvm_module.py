@@ -47,7 +47,7 @@ def _emit_function(module: ModuleContext, symbol: str, func: PrimFunc) -> str:
     emitter = FunctionEmitter(module, symbol)
     emitter.vector_loops = plan_vector_loops(func.body, module.vector_bits, STACK_LIMIT_BYTES)
     emitter.rolled_loops = rolled_vector_loops(func.body, emitter.vector_loops)
-    emitter.scalar_loops = rolled_copy_loops(func)
+    emitter.scalar_loops = scalar_copy_loops(func)
     params = []
     for k, buffer in enumerate(func.params):
         emitter.buffers[id(buffer)] = f"%arg{k}"
@@ -59,7 +59,7 @@ def _emit_function(module: ModuleContext, symbol: str, func: PrimFunc) -> str:
     return emitter.finish(f"void @{symbol}({', '.join(params)})")
 
 
-def rolled_copy_loops(func: PrimFunc) -> set[int]:
+def scalar_copy_loops(func: PrimFunc) -> set[int]:
     """The loops of ``func`` that LLVM must leave rolled and scalar: all of them when
     ``func`` converts a weight (``CONVERTS_WEIGHT_ATTR``) by copying its elements into
     a new layout in serial loops. Such a function runs once per weight: LLVM's

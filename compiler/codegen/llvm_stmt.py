@@ -51,7 +51,7 @@ class FunctionEmitter(ExprEmitter):
         # the vectorized loops LLVM must not unroll (llvm_vector.rolled_vector_loops).
         self.vector_loops: dict[int, list[BufferStore]] = {}
         self.rolled_loops: set[int] = set()
-        # The loops LLVM must leave rolled and scalar (llvm_module.rolled_copy_loops).
+        # The loops LLVM must leave rolled and scalar (llvm_module.scalar_copy_loops).
         self.scalar_loops: set[int] = set()
 
     def finish(self, header: str) -> str:

@@ -126,8 +126,8 @@ COMPUTE_LOCATION = "sample_compute_location"
 
 class EvolutionarySearch(ModelGuidedSearch):
     """``features`` is an extractor or its kind; ``model`` a CostModel (default:
-    ``default_model``, XGBoost regression seeded by ``seed``); ``population_size`` the points per
-    generation (default: sized by the measuring time, see ``_population``);
+    ``default_model``, XGBoost regression seeded by ``seed``); ``population_size`` the
+    points per generation (default: sized by the measuring time, see ``_population``);
     ``generations`` how many times the population breeds per ask; ``elites`` how many
     of the fastest measured points seed it; ``mutation_probabilities`` maps mutator
     kinds to their probability (default ``mutators.DEFAULT_PROBABILITIES``);

@@ -17,7 +17,7 @@ from quick_measure import QUICK
 import compiler
 import db
 from compiler import te, topi
-from compiler.codegen.llvm_module import rolled_copy_loops
+from compiler.codegen.llvm_module import scalar_copy_loops
 from compiler.graph import GraphModule, optimize
 from compiler.graph.algorithms import alternatives, choose
 from compiler.ir.layout_free import mark_layout_free
@@ -104,7 +104,7 @@ def test_the_kernel_transform_runs_once_at_build_time() -> None:
     # The transform computes: LLVM optimizes its loops in full (scalar, it ran up to 20x
     # longer in every measurement), unlike a weight's copy into a new layout.
     _, packs = split_layout_free(default_schedule(winograd_function((1, 4, 8, 8), 6, 1, 2)))
-    assert rolled_copy_loops(lower_func(packs["kernel"])) == set()
+    assert scalar_copy_loops(lower_func(packs["kernel"])) == set()
     # Unmarked, the kernel is transformed in every call: no pack function.
     plain = compiler.build(winograd_function((1, 4, 8, 8), 6, 1, 2, constant=False), "llvm")
     assert not pack_functions(plain, plain.entry_name)
