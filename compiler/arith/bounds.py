@@ -181,6 +181,8 @@ class Bounder:
             return Interval.point(v)
         if isinstance(dom, Range):
             dom = self.ranges[id(v)] = Interval.from_range(dom)
+        if type(dom.min) is IntImm and type(dom.max) is IntImm:
+            return dom  # a loop's constant range, most queries' case: nothing to bound
         if id(v) in self.relaxing:
             return Interval(None, None)
         self.relaxing.add(id(v))

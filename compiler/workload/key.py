@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from compiler.ir.function import PrimFunc
+from compiler.ir.node import memoized
 from compiler.ir.serialize import MAX_CHARS, IRFormatError, from_json, to_json_string
 from compiler.ir.stmt import BlockRealize
 from compiler.workload.spec import MAX_ELEMENTS, WorkloadError
@@ -36,8 +37,14 @@ NAMING_ATTRS = ("global_symbol",)
 
 
 def workload_key(func: PrimFunc) -> str:
-    """The sha256 hex digest of ``func``'s canonical JSON, without naming attributes."""
+    """The sha256 hex digest of ``func``'s canonical JSON, without naming attributes;
+    kept on ``func``, which never changes (a model's tuning asks for the keys of the
+    same workloads every round)."""
     _check_func(func, "workload_key")
+    return memoized(func, "_tensortune_workload_key", lambda: _digest(func))
+
+
+def _digest(func: PrimFunc) -> str:
     attrs = {k: v for k, v in func.attrs.items() if k not in NAMING_ATTRS}
     text = _to_text(dataclasses.replace(func, attrs=attrs), canonical_names=True)
     return hashlib.sha256(text.encode()).hexdigest()

@@ -171,3 +171,13 @@ def test_combined_features_learn_the_replayed_costs() -> None:
     model = cost_model.create("xgb").fit(X[::2], -np.log(seconds[::2]))
     predicted = model.predict(X[1::2])
     assert np.corrcoef(predicted, -np.log(seconds[1::2]))[0, 1] > 0.8
+
+
+@pytest.mark.parametrize("kind", sorted(features.KINDS))
+def test_every_extractor_states_the_width_of_its_rows(kind: str) -> None:
+    """A search checks transfer rows against ``width``; ProgramFeatures states it
+    without making a point's candidate, the others measure a row."""
+    space = sometimes_illegal_space()
+    extractor = features.create(kind)
+    rows = extractor.transform(space, [space.decisions_at(0), space.decisions_at(1)])
+    assert extractor.width(space) == rows.shape[1]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import random
 from collections.abc import Iterable, Iterator, Sequence
 from functools import cached_property
 from typing import Any
@@ -81,8 +80,7 @@ class ModelGuidedSearch(SearchStrategy):
     @cached_property
     def _feature_width(self) -> int:
         """The number of features the extractor makes of one point of this space."""
-        point = self.space.random_decisions(random.Random(0))
-        return self.extractor.transform(self.space, [point]).shape[1]
+        return self.extractor.width(self.space)
 
     def warm_start(self, features: np.ndarray, throughputs: np.ndarray) -> None:
         """Add records of one other workload to train on from the first ask: feature

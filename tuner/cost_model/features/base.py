@@ -9,6 +9,7 @@ XGBoost treats NaN as missing.
 from __future__ import annotations
 
 import abc
+import random
 from collections.abc import Sequence
 
 import numpy as np
@@ -22,6 +23,12 @@ class FeatureExtractor(abc.ABC):
     @abc.abstractmethod
     def transform(self, space: Space, points: Sequence[Decisions]) -> np.ndarray:
         """A float matrix with one row per point."""
+
+    def width(self, space: Space) -> int:
+        """The number of features in a row of ``space``'s points: here, a row made of
+        one point; an extractor whose rows have a fixed width says so without that."""
+        point = space.random_decisions(random.Random(0))
+        return self.transform(space, [point]).shape[1]
 
     def transform_positions(self, space: Space, design: int, matrix: np.ndarray) -> np.ndarray:
         """Rows for points of design ``design`` given as an int matrix of positions into

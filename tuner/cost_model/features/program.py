@@ -142,6 +142,9 @@ class ProgramFeatures(FeatureExtractor):
             rows[k] = self._row(space, point)
         return rows
 
+    def width(self, space: Space) -> int:
+        return WIDTH
+
     def _row(self, space: Space, point: Decisions) -> np.ndarray:
         try:
             candidate = space.candidate(point)
