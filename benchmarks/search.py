@@ -16,17 +16,18 @@ model-based search over the knob template, where one fits) and the template-free
 tuner (the evolutionary search over the space generated from schedule rules): the
 best schedule built and timed here afresh, its GFLOP/s as the tuning's re-timing (in
 the runner process) measured it, trials per second, and the share of the wall time
-the search itself took (making the space, proposing, learning). Last the
-spread of the fresh GFLOP/s over the seeds ((max - min) / median). Each run uses a
-temporary SQLite database and the local workers; nothing else should run on the
-machine meanwhile.
+the search itself took (making the space, proposing, learning). Then the spread
+of the fresh GFLOP/s over the seeds ((max - min) / median), and the same of every
+seed's best of both tuners timed side by side at the end, in turns, which is what
+the spread and the template-free tuner's ratio to the template tuner are given by.
+A host's speed moves by a third between the minutes two runs take (onnxruntime's
+NHWC convolution: 144 GFLOP/s in one run, 201 in the next), so only kernels timed in
+turns compare. Each run uses a temporary SQLite database and the local workers;
+nothing else should run on the machine meanwhile.
 
 ``--reference-trials N`` runs one more template-free seed (the next seed number) for
 N trials, then times every template-free seed's best and that reference's best side
-by side, in turns, and gives each seed's share of the reference's speed. A host's
-speed moves by a third between the minutes two runs take (onnxruntime's NHWC
-convolution: 144 GFLOP/s in one run, 201 in the next), so only kernels timed in
-turns compare.
+by side, in turns, and gives each seed's share of the reference's speed.
 
 The tuners time candidates as the peers are timed here, in loops that find the
 weights in the caches (``WARM``). Tuning a model times each kernel with its constant
@@ -190,18 +191,29 @@ def bench(name: str, spec: dict[str, Any], args: argparse.Namespace) -> dict[str
     arrays = [rng.standard_normal(s, dtype=np.float32) for s in shapes]
     row = baselines(task, spec, arrays)
     tuners = ["template_free"] if not templates_for(task.func) else ["template", "template_free"]
+    calls: dict[str, list[Callable[[], Any]]] = {}
     for tuner in tuners:
         seeds = [seed_row(task, arrays, tuner, args.trials, s) for s in range(args.seeds)]
         row[tuner] = tuner_summary([figures for figures, _ in seeds])
+        calls[tuner] = [call for _, call in seeds]
         if tuner == "template_free" and args.reference_trials:
             row["reference"] = reference_row(task, arrays, seeds, args.reference_trials)
+    beside = iter(side_by_side([call for tuner in tuners for call in calls[tuner]]))
+    for tuner in tuners:
+        gflops = [task.gflops(next(beside)) for _ in calls[tuner]]
+        median = statistics.median(gflops)
+        row[tuner]["beside_gflops"] = gflops
+        row[tuner]["beside_median"] = median
+        row[tuner]["spread_beside"] = (max(gflops) - min(gflops)) / median
     free = row["template_free"]["gflops_median"]
     row["free_vs_default"] = free / row["default_gflops"]
     row["free_vs_numpy"] = free / row["numpy_gflops"]
     if "onnxruntime_gflops" in row:
         row["free_vs_onnxruntime"] = free / row["onnxruntime_gflops"]
     if "template" in row:
-        row["free_vs_template"] = free / row["template"]["gflops_median"]
+        row["free_vs_template"] = (
+            row["template_free"]["beside_median"] / row["template"]["beside_median"]
+        )
     print_row(name, row)
     return rounded(row)
 
@@ -223,7 +235,12 @@ def print_row(name: str, row: dict[str, Any]) -> None:
                 f"  {s['trials_per_second']:8.2f}  {s['search_overhead']:12.1%}"
                 f"  {s['build_seconds_per_trial']:13.2f}  {s['run_share']:9.1%}"
             )
-        print(f"  {tuner:<13} spread over seeds {row[tuner]['spread_over_seeds']:.1%}")
+        beside = ", ".join(f"{g:.1f}" for g in row[tuner]["beside_gflops"])
+        print(
+            f"  {tuner:<13} spread over seeds {row[tuner]['spread_over_seeds']:.1%}; their "
+            f"bests timed in turns at the end: {beside} GFLOP/s, spread "
+            f"{row[tuner]['spread_beside']:.1%}"
+        )
     ratios = [f"{row['free_vs_default']:.2f}x default", f"{row['free_vs_numpy']:.2f}x numpy"]
     if "free_vs_onnxruntime" in row:
         ratios.append(f"{row['free_vs_onnxruntime']:.2f}x onnxruntime")
