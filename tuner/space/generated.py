@@ -24,9 +24,13 @@ from typing import Any
 from compiler.ir.analysis import find_block_realize
 from compiler.ir.function import PrimFunc
 from compiler.ir.layout_free import is_conversion
-from compiler.schedule import Schedule, ScheduleError, Trace
+from compiler.schedule import BlockRV, Schedule, ScheduleError, Trace
 from compiler.schedule import primitives as P
 from compiler.schedule.primitives.common import const_int
+from compiler.schedule.primitives.compute_location import (
+    compute_at_candidates,
+    compute_at_iterations,
+)
 from compiler.schedule.primitives.dataflow import leaf_realizes
 from compiler.schedule.tile_transform import is_tile_transform, schedule_tile_transform
 from compiler.target.parse import Target, parse_target
@@ -92,8 +96,8 @@ class GeneratedSpace(Space):
     def _design_domains(self, design: int) -> tuple[Domain, ...]:
         """The domain of each sampling instruction of ``design``. A compute location's
         domain is read on the design replayed up to it: one replay walks the design,
-        and the locations of each are tried on copies of it. Tiles that become virtual
-        threads are capped (``virtual_thread_tiles``)."""
+        and the work at each location is weighed there (``_work_at``). Tiles that
+        become virtual threads are capped (``virtual_thread_tiles``)."""
         trace = self._designs[design]
         sch = Schedule(self.func)
         bindings: dict[int, Any] = {}
@@ -115,7 +119,7 @@ class GeneratedSpace(Space):
             domain = compute_location_domain(sch, block, role)
             expensive = self._is_expensive(inst.inputs["block"].name)
             places = [ROOT, *(v for v in domain.values if v >= 0)]
-            work = _work_at(trace, index, sch, bindings, places)
+            work = _work_at(sch, block, places)
             kept = tuple(
                 v
                 for v in domain.values
@@ -228,30 +232,22 @@ def _role(trace: Trace, index: int) -> str:
     )
 
 
-def _work_at(
-    trace: Trace, index: int, sch: Schedule, bindings: dict[int, Any], locations: list[int]
-) -> dict[int, int]:
-    """How many times the block of the compute location ``index`` of ``trace`` runs
-    when computed at each of ``locations``: the product of the loop extents around it.
-    A loop its consumer's region does not depend on (a softmax row's maximum put inside
-    the loop over the row) repeats the whole block that many times. ``sch`` has the
-    instructions before ``index`` replayed (their outputs in ``bindings``); each
-    location is tried on a copy."""
-    placed = next(
-        k
-        for k in range(index + 1, len(trace.instructions))
-        if trace.instructions[k].kind == "compute_at"
-        and trace.instructions[k].inputs.get("loop") is trace.instructions[index].outputs[0]
-    )
-    work = {}
+def _work_at(sch: Schedule, block: BlockRV, locations: list[int]) -> dict[int, int]:
+    """How many times ``block`` runs when computed at each of ``locations`` (ROOT, or
+    the k-th loop ``sample_compute_location`` offers): the product of the loop extents
+    around it. A loop its consumer's region does not depend on (a softmax row's maximum
+    put inside the loop over the row) repeats the whole block that many times. The
+    designs compute a block at its sampled location right after sampling it
+    (``rules.random_compute_location``), so ``sch``, replayed up to that sample, is
+    what compute_at moves the block in."""
+    func = sch.mod[block.func_name]
+    stmt = sch.get(block)
+    loops = compute_at_candidates(func, stmt)
+    here = [const_int(loop.extent) for loop in P.loops_above(func, stmt.name)]
+    work = {ROOT: math.prod(e if e is not None else 1 for e in here)}
     for location in locations:
-        tried = sch.copy()
-        trace.replay_range(
-            tried, index, placed + 1, decisions={index: location}, bindings=dict(bindings)
-        )
-        block = tried.trace.instructions[index].inputs["block"]
-        extents = [const_int(tried.get(loop).extent) for loop in tried.get_loops(block)]
-        work[location] = math.prod(e if e is not None else 1 for e in extents)
+        if location != ROOT:
+            work[location] = compute_at_iterations(func, stmt, loops[location])
     return work
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import random
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -44,6 +45,7 @@ from compiler.ir.stmt import (
     true_predicate,
 )
 from compiler.schedule.errors import ScheduleError
+from compiler.schedule.primitives.common import const_int
 from compiler.schedule.primitives.inline import compute_inline
 from compiler.schedule.primitives.program_order import program_tree
 
@@ -57,6 +59,25 @@ def compute_at(
     move, regions = _compute_at_move(func, block, loop, need_regions=True)
     assert regions is not None
     return move.install(regions, preserve_unit_loops, at_end=False)
+
+
+def compute_at_iterations(func: PrimFunc, block: Block, loop: For) -> int:
+    """How many times ``block`` runs once computed at ``loop``: the product of the
+    extents of the loops then around it (``loop``, the loops above it in the block's
+    scope, and the new nest's; an extent that is not a constant counts as 1). Raises
+    ScheduleError where compute_at would; the new program is not built, so a space
+    that weighs a dozen locations of a block pays for their regions alone."""
+    move, regions = _compute_at_move(func, block, loop, need_regions=True)
+    assert regions is not None
+    path = move.tree.path(loop)
+    scope_at = max((k for k, n in enumerate(path) if isinstance(n, Block)), default=-1)
+    extents = [n.extent for n in path[scope_at + 1 :] if isinstance(n, For)] + [loop.extent]
+    nest = _block_nest(move.realize, regions, move.fixed_ranges(), preserve_unit_loops=False)
+    while isinstance(nest, For):
+        extents.append(nest.extent)
+        nest = nest.body
+    constants = (const_int(e) for e in extents)
+    return math.prod(c if c is not None else 1 for c in constants)
 
 
 def _compute_at_move(

@@ -442,6 +442,40 @@ def test_sample_compute_location_enumerates_the_legal_loops() -> None:
     assert [loop.loop_var.name for loop in loops] == ["i0", "i1"]
 
 
+@settings(max_examples=25, deadline=None)
+@given(
+    h=st.integers(4, 12),
+    w=st.integers(4, 12),
+    tile_h=st.sampled_from([1, 2, 3, 4]),
+    tile_w=st.sampled_from([1, 2, 4]),
+)
+def test_the_iterations_at_each_location_are_those_of_the_moved_block(
+    h: int, w: int, tile_h: int, tile_w: int
+) -> None:
+    """What a generated space weighs each compute location by, counted without building
+    the program, is the product of the loop extents around the block once compute_at
+    really moved it there: a stencil's pad block at every tile loop of its consumer."""
+    sch = Schedule(padded_conv(h, w))
+    i, j = sch.get_loops(sch.get_block("conv"))[:2]
+    io, ii = sch.split(i, [None, tile_h])
+    jo, ji = sch.split(j, [None, tile_w])
+    sch.reorder(io, jo, ii, ji)
+    func = sch.mod["main"]
+    pad = _realize(sch, "pad").block
+    loops = P.compute_location.compute_at_candidates(func, pad)
+    assert loops
+    for k, loop in enumerate(loops):
+        moved = sch.copy()
+        moved.compute_at(
+            moved.get_block("pad"),
+            moved.sample_compute_location(moved.get_block("pad"), decision=k),
+        )
+        extents = [
+            moved.get(loop_rv).extent.value for loop_rv in moved.get_loops(moved.get_block("pad"))
+        ]
+        assert P.compute_location.compute_at_iterations(func, pad, loop) == np.prod(extents)
+
+
 @pytest.mark.parametrize("decision", [-2, -1, 0, 1])
 def test_each_compute_location_decision_gives_a_correct_program(decision: int) -> None:
     sch = Schedule(add_then_mul((7, 5)))
