@@ -486,7 +486,8 @@ def test_an_outsider_of_short_calls_is_timed_in_two_calibrated_loops(
     ("per_call", "results"),
     [
         ((12e-3, 2e-3), (2e-3,) * 5),  # one stalled call: timed in full
-        ((12e-3, 11e-3), (11e-3,)),  # past the cutoff twice: cut
+        ((12e-3, 13e-3, 2e-3), (2e-3,) * 5),  # two stalled calls in a row: still in full
+        ((12e-3, 11e-3), (11e-3,) * 3),  # past the cutoff on every call: cut
         ((0.2,), (0.2,)),  # too long to be a stall: cut at once
     ],
 )
@@ -494,8 +495,8 @@ def test_one_call_past_the_cutoff_cuts_only_when_the_next_is_too(
     per_call: tuple[float, ...], results: tuple[float, ...]
 ) -> None:
     """A call past the cutoff is cut only when it is too long to be a stall (a vCPU
-    descheduled for 12 ms once cut a kernel of microseconds), or the next call is past
-    it as well."""
+    descheduled for 12 ms once cut a kernel of microseconds, two such calls in a row
+    another), or the next STALL_CALLS calls are past it as well."""
     config = MeasureConfig(repeat=5, min_repeat_ms=1.0)
     asked: list[tuple[int, int, float]] = []
     timing = time_in_steps(
